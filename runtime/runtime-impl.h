@@ -1,0 +1,155 @@
+/* runtime internals shared by the files of runtime/: the graph's node layout, the op table and the
+ * kernel interface. Include only from runtime/ (and tests).
+ *
+ * DESIGN. The op set is closed and listed once in runtime/ops.def; including it with different
+ * TFS_OP definitions yields enum tfs_op, the op table (TensorFlow name, CPU kernel, output-count
+ * rule, flags) and the kernel prototypes. A kernel reads its node's attributes and input tensors
+ * and stores one new reference per output in k->out[]. Reference-typed tensors (VariableV2 outputs,
+ * dtype base+100) carry a tfs_variable*; the session replaces them by the variable's value before a
+ * kernel sees them unless the op has TFS_OPF_REF_INPUTS (Assign). DT_RESOURCE handles
+ * (VarHandleOp) pass through every op untouched; ReadVariableOp and friends dereference them.
+ */
+#ifndef TFS_RUNTIME_RUNTIME_IMPL_H
+#define TFS_RUNTIME_RUNTIME_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "runtime/runtime.h"
+
+/* ---- graph layout --------------------------------------------------------------------------- */
+
+typedef struct tfs_edge {
+    int node;    /* producer node id */
+    int index;   /* output index */
+} tfs_edge;
+
+struct tfs_op_def;
+
+typedef struct tfs_node {
+    char                    *name;
+    char                    *op_type;
+    const struct tfs_op_def *op;        /* NULL: no kernel for this op type */
+    int                      n_text_inputs;
+    char                   **text_inputs; /* as added: "src:1", "^src" */
+    int                      n_inputs;    /* data inputs, resolved at finalize */
+    tfs_edge                *inputs;
+    int                      n_ctrl;      /* control inputs, resolved at finalize */
+    int                     *ctrl;
+    int                      n_attrs;
+    char                   **attr_names;
+    tfs_attr_value          *attrs;
+    int                      n_outputs;   /* from op->nout at finalize; -1 when the op is unknown */
+} tfs_node;
+
+struct tfs_graph {
+    atomic_int  refs;
+    int         n_nodes;
+    int         cap_nodes;
+    tfs_node   *nodes;
+    int        *hash;          /* open addressing over node ids, -1 = empty; size hash_cap */
+    int         hash_cap;
+    bool        finalized;
+    tfs_status  err;           /* sticky builder error */
+};
+
+const tfs_node *tfs__graph_node(const tfs_graph *g, int id);
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+
+typedef struct tfs_kernel_ctx {
+    tfs_session       *sess;
+    const tfs_graph   *graph;
+    const tfs_node    *node;
+    tfs_tensor *const *in;     /* n_in borrowed inputs (refs already dereferenced, see above) */
+    int                n_in;
+    tfs_tensor       **out;    /* n_out slots, NULL on entry; kernel stores new references */
+    int                n_out;
+} tfs_kernel_ctx;
+
+typedef enum tfs_code (*tfs_kernel_fn)(tfs_kernel_ctx *k, tfs_status *st);
+/* Number of outputs given the node's attrs; -1 when they are missing or invalid. NULL = 1. */
+typedef int (*tfs_nout_fn)(const tfs_node *n);
+
+enum {
+    TFS_OPF_REF_INPUTS = 1u << 0,   /* inputs stay reference-typed (Assign, AssignAdd) */
+    TFS_OPF_STATEFUL   = 1u << 1,   /* never constant-folded, never deduplicated */
+};
+
+struct tfs_op_def {
+    const char   *name;      /* TensorFlow op type */
+    tfs_kernel_fn kernel;    /* CPU kernel */
+    tfs_nout_fn   nout;
+    unsigned      flags;
+};
+
+enum tfs_op {
+#define TFS_OP(e, name, kernel, nout, flags) TFS_OP_##e,
+#include "runtime/ops.def"
+#undef TFS_OP
+    TFS_OP_COUNT
+};
+
+#define TFS_OP(e, name, kernel, nout, flags) \
+    enum tfs_code kernel(tfs_kernel_ctx *k, tfs_status *st);
+#include "runtime/ops.def"
+#undef TFS_OP
+
+extern const struct tfs_op_def tfs__ops[TFS_OP_COUNT];
+const struct tfs_op_def *tfs__op_lookup(const char *op_type);   /* NULL when unknown */
+
+/* Output-count rules shared by ops.def entries. */
+int tfs__nout_zero(const tfs_node *n);
+int tfs__nout_list_T(const tfs_node *n);        /* IdentityN: len(attr T) */
+int tfs__nout_list_dtypes(const tfs_node *n);   /* RestoreV2: len(attr dtypes) */
+int tfs__nout_parse_example(const tfs_node *n);    /* 3*Nsparse + Ndense */
+int tfs__nout_parse_example_v2(const tfs_node *n); /* 3*num_sparse + len(Tdense) + 2*len(ragged_value_types) */
+
+/* Decodes one serialized tf.Example completely (every feature's values, not only the requested
+ * ones), by the rules the ParseExample kernels use (kernels/parsing.c). OK, or INVALID_ARGUMENT for
+ * malformed bytes. *n_features gets the number of distinct keys, *n_values the values they hold
+ * (either may be NULL). For tests and the fuzz target. */
+enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_features,
+                                 int64_t *n_values, tfs_status *st);
+
+/* ---- attribute access for kernels (errors name the node and the attr) ------------------------ */
+
+const tfs_attr_value *tfs__attr(const tfs_node *n, const char *name);
+enum tfs_code tfs__attr_type(const tfs_node *n, const char *name, enum tfs_dtype *out, tfs_status *st);
+enum tfs_code tfs__attr_int(const tfs_node *n, const char *name, int64_t *out, tfs_status *st);
+enum tfs_code tfs__attr_bool(const tfs_node *n, const char *name, bool *out, tfs_status *st);
+/* Borrowed; a missing attr gives `dflt` (which may be NULL). */
+const char *tfs__attr_str(const tfs_node *n, const char *name, const char *dflt);
+/* A list attr of the given element kind (an empty list of any kind matches). */
+enum tfs_code tfs__attr_list(const tfs_node *n, const char *name, enum tfs_attr_kind kind,
+                             const tfs_attr_list **out, tfs_status *st);
+
+/* Sets st to `code` with "node 'NAME' (OP): <message>". Returns code. */
+enum tfs_code tfs__node_err(const tfs_node *n, tfs_status *st, enum tfs_code code,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- variables ------------------------------------------------------------------------------ */
+
+/* A mutable tensor slot owned by a session. Readers take a reference to the current value under the
+ * lock; writers swap the value, so a reader never sees a half-written tensor. */
+typedef struct tfs_variable {
+    pthread_mutex_t mu;
+    char           *name;      /* "shared_name", or "container/shared_name" when a container is set */
+    enum tfs_dtype  dtype;
+    tfs_tensor     *value;     /* NULL until initialized */
+    tfs_shape       shape;     /* declared shape (attr `shape` of the creating op); rank -1 = unknown.
+                                * Set once under mu by the first VariableV2/VarHandleOp that runs. */
+} tfs_variable;
+
+/* Finds or creates the variable named by (container, shared_name). Borrowed; lives as long as s. */
+enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const char *shared_name,
+                                    enum tfs_dtype dtype, tfs_variable **out, tfs_status *st);
+/* New reference to the value, or FAILED_PRECONDITION "Attempting to use uninitialized value NAME". */
+enum tfs_code tfs__variable_read(tfs_variable *v, tfs_tensor **out, tfs_status *st);
+/* Replaces the value; keeps a reference to `value`. */
+void tfs__variable_assign(tfs_variable *v, tfs_tensor *value);
+
+/* The session's checkpoint reader (for RestoreV2). */
+const tfs_checkpoint_reader *tfs__session_checkpoint(const tfs_session *s);
+
+#endif

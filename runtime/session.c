@@ -1,0 +1,722 @@
+/* Sessions (see session.h): planning a run (resolve names, prune, order) and executing the plan.
+ * The variables a session owns live in variable.c.
+ *
+ * DESIGN. A run is two steps with a plain data structure between them:
+ *   plan_build()   feed/fetch/target names -> run_plan: the nodes to execute in topological order,
+ *                  which value slots the feeds fill, and how many times each value is used.
+ *                  Pure function of the (immutable) graph and the names, so it can be cached.
+ *   plan_execute() run_plan + feed tensors -> fetched tensors. Owns all per-run state.
+ * Every output of every node has a "value slot" (slot_base[node] + index); a run keeps one tensor
+ * pointer per slot and drops it after its last consumer, so intermediate memory is released as
+ * early as the order allows.
+ *
+ * Threads: the graph and the session's slot/consumer tables are immutable after tfs_session_new,
+ * and each run keeps its state on its own, so runs proceed in parallel. Variables (variable.c)
+ * have their own locks.
+ */
+#include "runtime/runtime-impl.h"
+#include "runtime/variable-impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct consumer {
+    int node;    /* consuming node */
+    int input;   /* its data input index, or -1 for a control dependency */
+} consumer;
+
+struct tfs_session {
+    tfs_graph            *graph;
+    tfs_checkpoint_reader ckpt;
+    /* Immutable after tfs_session_new. */
+    int       n_slots;
+    int      *slot_base;    /* [n_nodes] first value slot of each node */
+    int      *slot_count;   /* [n_nodes] value slots (outputs) of each node */
+    int      *slot_owner;   /* [n_slots] the node each slot belongs to */
+    int      *cons_start;   /* [n_nodes + 1] offsets into cons */
+    consumer *cons;         /* every edge, grouped by producer */
+    int       max_in;       /* largest data input count of any node */
+    int       max_out;      /* largest slot count of any node */
+    tfs_var_map *vars;      /* thread-safe on its own */
+};
+
+/* The plan of one run: what plan_build computes from names alone. */
+typedef struct run_plan {
+    int       n_feeds;
+    int      *feed_slot;    /* [n_feeds] */
+    int       n_fetches;
+    int      *fetch_slot;   /* [n_fetches] */
+    int       n_order;
+    int      *order;        /* nodes to execute, producers first */
+    int      *feed_of;      /* [n_slots] feed index filling the slot, or -1 */
+    int      *uses;         /* [n_slots] consumers in the plan + fetches reading the slot */
+} run_plan;
+
+static int edge_slot(const tfs_session *s, tfs_edge e)
+{
+    return s->slot_base[e.node] + e.index;
+}
+
+/* The tfs_variable behind a reference-typed tensor (VariableV2 output). */
+static tfs_variable *ref_variable(const tfs_tensor *t)
+{
+    return t->nelem == 1 ? *(tfs_variable *const *)t->data : NULL;
+}
+
+static bool is_ref_dtype(enum tfs_dtype dt)
+{
+    return dt > TFS_DTYPE_REF_OFFSET;
+}
+
+/* ---- session lifetime ----------------------------------------------------------------------- */
+
+tfs_session_opts tfs_session_opts_default(void)
+{
+    tfs_session_opts o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* Value slots per node: the op's output count, or for op types without a kernel as many as the
+ * graph's edges reference (so their outputs can still be fed). */
+static enum tfs_code build_slots(tfs_session *s, tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    int n = g->n_nodes;
+    s->slot_base = tfs_calloc((size_t)n + 1, sizeof(int));
+    s->slot_count = tfs_calloc((size_t)n + 1, sizeof(int));
+    if (!s->slot_base || !s->slot_count)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    for (int id = 0; id < n; id++)
+        s->slot_count[id] = g->nodes[id].n_outputs >= 0 ? g->nodes[id].n_outputs : 1;
+    for (int id = 0; id < n; id++) {
+        const tfs_node *nd = &g->nodes[id];
+        if (nd->n_inputs > s->max_in)
+            s->max_in = nd->n_inputs;
+        for (int i = 0; i < nd->n_inputs; i++) {
+            tfs_edge e = nd->inputs[i];
+            if (g->nodes[e.node].n_outputs < 0 && e.index >= s->slot_count[e.node])
+                s->slot_count[e.node] = e.index + 1;
+        }
+    }
+    int64_t total = 0;
+    for (int id = 0; id < n; id++) {
+        s->slot_base[id] = (int)total;
+        total += s->slot_count[id];
+        if (s->slot_count[id] > s->max_out)
+            s->max_out = s->slot_count[id];
+        if (total > INT32_MAX / 2)
+            return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "graph has too many node outputs");
+    }
+    s->n_slots = (int)total;
+    s->slot_owner = tfs_malloc(((size_t)total + 1) * sizeof(int));
+    if (!s->slot_owner)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    for (int id = 0; id < n; id++)
+        for (int j = 0; j < s->slot_count[id]; j++)
+            s->slot_owner[s->slot_base[id] + j] = id;
+    return TFS_OK;
+}
+
+/* Consumers of each node (data and control edges), for ordering. */
+static enum tfs_code build_consumers(tfs_session *s, tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    int n = g->n_nodes;
+    s->cons_start = tfs_calloc((size_t)n + 1, sizeof(int));
+    if (!s->cons_start)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    int64_t total = 0;
+    for (int id = 0; id < n; id++) {
+        const tfs_node *nd = &g->nodes[id];
+        for (int i = 0; i < nd->n_inputs; i++)
+            s->cons_start[nd->inputs[i].node + 1]++;
+        for (int i = 0; i < nd->n_ctrl; i++)
+            s->cons_start[nd->ctrl[i] + 1]++;
+        total += nd->n_inputs + nd->n_ctrl;
+        if (total > INT32_MAX / 2)
+            return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "graph has too many edges");
+    }
+    for (int id = 0; id < n; id++)
+        s->cons_start[id + 1] += s->cons_start[id];
+    s->cons = tfs_calloc(total ? (size_t)total : 1, sizeof *s->cons);
+    int *fill = tfs_calloc((size_t)n + 1, sizeof *fill);
+    if (!s->cons || !fill) {
+        tfs_free(fill);
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    }
+    for (int id = 0; id < n; id++) {
+        const tfs_node *nd = &g->nodes[id];
+        for (int i = 0; i < nd->n_inputs; i++) {
+            int p = nd->inputs[i].node;
+            s->cons[s->cons_start[p] + fill[p]++] = (consumer){id, i};
+        }
+        for (int i = 0; i < nd->n_ctrl; i++) {
+            int p = nd->ctrl[i];
+            s->cons[s->cons_start[p] + fill[p]++] = (consumer){id, -1};
+        }
+    }
+    tfs_free(fill);
+    return TFS_OK;
+}
+
+enum tfs_code tfs_session_new(tfs_graph *g, const tfs_session_opts *opts, tfs_session **out,
+                              tfs_status *st)
+{
+    *out = NULL;
+    if (!g || !g->finalized)
+        return TFS_ERR(st, TFS_FAILED_PRECONDITION, "session needs a finalized graph");
+    tfs_session *s = tfs_calloc(1, sizeof *s);
+    if (!s)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    s->graph = tfs_graph_ref(g);
+    if (opts)
+        s->ckpt = opts->checkpoint;
+    enum tfs_code rc = tfs__var_map_new(&s->vars, st);
+    if (rc == TFS_OK)
+        rc = build_slots(s, st);
+    if (rc == TFS_OK)
+        rc = build_consumers(s, st);
+    if (rc != TFS_OK) {
+        tfs_session_free(s);
+        return rc;
+    }
+    *out = s;
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+void tfs_session_free(tfs_session *s)
+{
+    if (!s)
+        return;
+    tfs__var_map_free(s->vars);
+    tfs_free(s->slot_base);
+    tfs_free(s->slot_count);
+    tfs_free(s->slot_owner);
+    tfs_free(s->cons_start);
+    tfs_free(s->cons);
+    tfs_graph_unref(s->graph);
+    tfs_free(s);
+}
+
+const tfs_graph *tfs_session_graph(const tfs_session *s)
+{
+    return s ? s->graph : NULL;
+}
+
+const tfs_checkpoint_reader *tfs__session_checkpoint(const tfs_session *s)
+{
+    return &s->ckpt;
+}
+
+/* ---- planning: resolve names ---------------------------------------------------------------- */
+
+/* "x:1" -> its value slot. NOT_FOUND names the tensor as the caller spelled it. */
+static enum tfs_code resolve_tensor(const tfs_session *s, const char *text, int *slot,
+                                    tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    size_t len = text ? strlen(text) : 0;
+    char *name = tfs_malloc(len + 1);
+    if (!name)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory resolving a tensor name");
+    int index = 0;
+    bool control = false;
+    enum tfs_code rc = TFS_OK;
+    if (!tfs_tensor_name_parse(text, name, len + 1, &index, &control) || control) {
+        rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "malformed tensor name '%s'", text ? text : "");
+        goto done;
+    }
+    int id = tfs_graph_find_node(g, name);
+    if (id < 0) {
+        rc = TFS_ERR(st, TFS_NOT_FOUND, "Tensor %s not found in graph", text);
+        goto done;
+    }
+    if (index >= s->slot_count[id]) {
+        const tfs_node *n = &g->nodes[id];
+        rc = TFS_ERR(st, TFS_NOT_FOUND, "Tensor %s not found in graph: node '%s' (%s) has %d output%s",
+                     text, n->name, n->op_type, s->slot_count[id], s->slot_count[id] == 1 ? "" : "s");
+        goto done;
+    }
+    *slot = s->slot_base[id] + index;
+done:
+    tfs_free(name);
+    return rc;
+}
+
+static enum tfs_code resolve_target(const tfs_session *s, const char *text, int *node,
+                                    tfs_status *st)
+{
+    const char *name = text && text[0] == '^' ? text + 1 : text;
+    *node = tfs_graph_find_node(s->graph, name);
+    if (*node < 0)
+        return TFS_ERR(st, TFS_NOT_FOUND, "Target node %s not found in graph", text ? text : "(null)");
+    return TFS_OK;
+}
+
+/* ---- planning: prune, check kernels, order -------------------------------------------------- */
+
+/* Marks in needed[] every node the fetches and targets depend on, stopping at fed values. */
+static enum tfs_code prune(const tfs_session *s, const run_plan *p, const int *targets,
+                           int n_targets, char *needed, tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    int *stack = tfs_malloc(((size_t)g->n_nodes + 1) * sizeof *stack);
+    if (!stack)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
+    int top = 0;
+    for (int i = 0; i < p->n_fetches; i++) {
+        if (p->feed_of[p->fetch_slot[i]] >= 0)
+            continue;   /* a fetched feed is returned as fed */
+        int id = s->slot_owner[p->fetch_slot[i]];
+        if (!needed[id]) {
+            needed[id] = 1;
+            stack[top++] = id;
+        }
+    }
+    for (int i = 0; i < n_targets; i++) {
+        if (!needed[targets[i]]) {
+            needed[targets[i]] = 1;
+            stack[top++] = targets[i];
+        }
+    }
+    while (top > 0) {
+        const tfs_node *n = &g->nodes[stack[--top]];
+        for (int i = 0; i < n->n_inputs; i++) {
+            int src = n->inputs[i].node;
+            if (p->feed_of[edge_slot(s, n->inputs[i])] >= 0 || needed[src])
+                continue;
+            needed[src] = 1;
+            stack[top++] = src;
+        }
+        for (int i = 0; i < n->n_ctrl; i++) {
+            int src = n->ctrl[i];
+            if (!needed[src]) {
+                needed[src] = 1;
+                stack[top++] = src;
+            }
+        }
+    }
+    tfs_free(stack);
+    return TFS_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* UNIMPLEMENTED listing each op type (once, sorted) that lacks a kernel among the needed nodes. */
+static enum tfs_code check_kernels(const tfs_session *s, const char *needed, tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    int n_missing = 0;
+    for (int id = 0; id < g->n_nodes; id++)
+        if (needed[id] && (!g->nodes[id].op || !g->nodes[id].op->kernel))
+            n_missing++;
+    if (n_missing == 0)
+        return TFS_OK;
+    const char **types = tfs_malloc((size_t)n_missing * sizeof *types);
+    if (!types)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
+    int k = 0;
+    for (int id = 0; id < g->n_nodes; id++)
+        if (needed[id] && (!g->nodes[id].op || !g->nodes[id].op->kernel))
+            types[k++] = g->nodes[id].op_type;
+    qsort(types, (size_t)k, sizeof *types, cmp_str);
+    char list[TFS_STATUS_MSG_MAX];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < k; i++) {
+        if (i > 0 && !strcmp(types[i], types[i - 1]))
+            continue;
+        int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", types[i]);
+        if (w < 0 || (size_t)w >= sizeof list - used)
+            break;
+        used += (size_t)w;
+    }
+    tfs_free(types);
+    return TFS_ERR(st, TFS_UNIMPLEMENTED, "ops not supported by tfserve: %s", list);
+}
+
+/* Kahn's algorithm over the needed nodes; edges from fed values do not count. Fills p->order. */
+static enum tfs_code order_nodes(const tfs_session *s, run_plan *p, const char *needed,
+                                 tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    int n = g->n_nodes;
+    int n_needed = 0;
+    int *indeg = tfs_calloc((size_t)n + 1, sizeof *indeg);
+    p->order = tfs_malloc(((size_t)n + 1) * sizeof *p->order);
+    if (!indeg || !p->order) {
+        tfs_free(indeg);
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
+    }
+    for (int id = 0; id < n; id++) {
+        if (!needed[id])
+            continue;
+        n_needed++;
+        const tfs_node *nd = &g->nodes[id];
+        indeg[id] = nd->n_ctrl;
+        for (int i = 0; i < nd->n_inputs; i++)
+            if (p->feed_of[edge_slot(s, nd->inputs[i])] < 0)
+                indeg[id]++;
+    }
+    /* p->order doubles as the FIFO queue: [head, n_order) are ready but not yet expanded. */
+    p->n_order = 0;
+    for (int id = 0; id < n; id++)
+        if (needed[id] && indeg[id] == 0)
+            p->order[p->n_order++] = id;
+    for (int head = 0; head < p->n_order; head++) {
+        int u = p->order[head];
+        for (int c = s->cons_start[u]; c < s->cons_start[u + 1]; c++) {
+            int v = s->cons[c].node;
+            if (!needed[v])
+                continue;
+            int in = s->cons[c].input;
+            if (in >= 0 && p->feed_of[edge_slot(s, g->nodes[v].inputs[in])] >= 0)
+                continue;
+            if (--indeg[v] == 0)
+                p->order[p->n_order++] = v;
+        }
+    }
+    enum tfs_code rc = TFS_OK;
+    if (p->n_order < n_needed) {
+        int culprit = 0;
+        while (!(needed[culprit] && indeg[culprit] > 0))
+            culprit++;
+        rc = TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                     "graph has a cycle: node '%s' (%s) depends on its own output",
+                     g->nodes[culprit].name, g->nodes[culprit].op_type);
+    }
+    tfs_free(indeg);
+    return rc;
+}
+
+static void plan_free(run_plan *p)
+{
+    tfs_free(p->feed_slot);
+    tfs_free(p->fetch_slot);
+    tfs_free(p->order);
+    tfs_free(p->feed_of);
+    tfs_free(p->uses);
+    memset(p, 0, sizeof *p);
+}
+
+/* Names -> plan. Fails with INVALID_ARGUMENT (malformed or duplicate feed, cycle), NOT_FOUND
+ * (unknown tensor or target), UNIMPLEMENTED (an op to execute has no kernel). */
+static enum tfs_code plan_build(const tfs_session *s, const char *const *feeds, int nfeeds,
+                                const char *const *fetches, int nfetches,
+                                const char *const *targets, int ntargets, run_plan *p,
+                                tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    enum tfs_code rc;
+    char *needed = NULL;
+    int *target_nodes = NULL;
+    memset(p, 0, sizeof *p);
+    if (nfeeds < 0 || nfetches < 0 || ntargets < 0)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "negative feed, fetch or target count");
+    p->n_feeds = nfeeds;
+    p->n_fetches = nfetches;
+    p->feed_slot = tfs_calloc((size_t)nfeeds + 1, sizeof(int));
+    p->fetch_slot = tfs_calloc((size_t)nfetches + 1, sizeof(int));
+    p->feed_of = tfs_malloc(((size_t)s->n_slots + 1) * sizeof(int));
+    p->uses = tfs_calloc((size_t)s->n_slots + 1, sizeof(int));
+    target_nodes = tfs_calloc((size_t)ntargets + 1, sizeof(int));
+    needed = tfs_calloc((size_t)g->n_nodes + 1, 1);
+    if (!p->feed_slot || !p->fetch_slot || !p->feed_of || !p->uses || !target_nodes || !needed) {
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
+        goto fail;
+    }
+    for (int i = 0; i < s->n_slots; i++)
+        p->feed_of[i] = -1;
+    for (int i = 0; i < nfeeds; i++) {
+        if ((rc = resolve_tensor(s, feeds[i], &p->feed_slot[i], st)) != TFS_OK)
+            goto fail;
+        if (p->feed_of[p->feed_slot[i]] >= 0) {
+            rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor %s is fed more than once", feeds[i]);
+            goto fail;
+        }
+        p->feed_of[p->feed_slot[i]] = i;
+    }
+    for (int i = 0; i < nfetches; i++)
+        if ((rc = resolve_tensor(s, fetches[i], &p->fetch_slot[i], st)) != TFS_OK)
+            goto fail;
+    for (int i = 0; i < ntargets; i++)
+        if ((rc = resolve_target(s, targets[i], &target_nodes[i], st)) != TFS_OK)
+            goto fail;
+
+    if ((rc = prune(s, p, target_nodes, ntargets, needed, st)) != TFS_OK)
+        goto fail;
+    if ((rc = check_kernels(s, needed, st)) != TFS_OK)
+        goto fail;
+    if ((rc = order_nodes(s, p, needed, st)) != TFS_OK)
+        goto fail;
+
+    for (int k = 0; k < p->n_order; k++) {
+        const tfs_node *n = &g->nodes[p->order[k]];
+        for (int i = 0; i < n->n_inputs; i++)
+            p->uses[edge_slot(s, n->inputs[i])]++;
+    }
+    for (int i = 0; i < nfetches; i++)
+        p->uses[p->fetch_slot[i]]++;
+    tfs_free(needed);
+    tfs_free(target_nodes);
+    return TFS_OK;
+fail:
+    tfs_free(needed);
+    tfs_free(target_nodes);
+    plan_free(p);
+    return rc;
+}
+
+/* ---- execution ------------------------------------------------------------------------------ */
+
+/* Per-run state of plan_execute. */
+typedef struct run_state {
+    tfs_tensor **vals;        /* [n_slots] current value of each slot (owned), or NULL */
+    int         *remaining;   /* [n_slots] uses not yet made */
+    tfs_tensor **in;          /* [max_in] kernel inputs (borrowed or from derefs) */
+    tfs_tensor **derefs;      /* [max_in] variable values read for ref inputs (owned) */
+    tfs_tensor **out;         /* [max_out] kernel outputs */
+} run_state;
+
+static void slot_release(run_state *r, int slot)
+{
+    if (--r->remaining[slot] == 0) {
+        tfs_tensor_unref(r->vals[slot]);
+        r->vals[slot] = NULL;
+    }
+}
+
+/* Adds "node 'NAME': " in front of a kernel's message unless it already names the node. */
+static enum tfs_code kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc)
+{
+    if (!st)
+        return rc;
+    if (st->code == TFS_OK)   /* a kernel that failed without saying why */
+        return TFS_ERR(st, TFS_INTERNAL, "node '%s' (%s): kernel failed with %s", n->name,
+                       n->op_type, tfs_code_name(rc));
+    char head[TFS_STATUS_MSG_MAX];
+    snprintf(head, sizeof head, "node '%s'", n->name);
+    if (strncmp(st->msg, head, strlen(head)) != 0)
+        tfs_status_prefix(st, "node '%s'", n->name);
+    return st->code;
+}
+
+/* Runs one node: gathers (and dereferences) inputs, calls the kernel, stores the outputs. */
+static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, int id,
+                              tfs_status *st)
+{
+    const tfs_node *n = &s->graph->nodes[id];
+    bool keep_refs = n->op->flags & TFS_OPF_REF_INPUTS;
+    enum tfs_code rc = TFS_OK;
+    int n_out = s->slot_count[id];
+    for (int i = 0; i < n->n_inputs; i++) {
+        tfs_tensor *t = r->vals[edge_slot(s, n->inputs[i])];
+        if (!t) {
+            rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d (%s) has no value", n->name, i,
+                         n->text_inputs[i]);
+            goto done;
+        }
+        if (is_ref_dtype(t->dtype) && !keep_refs) {
+            tfs_variable *v = ref_variable(t);
+            if (!v) {
+                rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d is a malformed reference",
+                             n->name, i);
+                goto done;
+            }
+            if ((rc = tfs__variable_read(v, &r->derefs[i], st)) != TFS_OK) {
+                tfs_status_prefix(st, "node '%s'", n->name);
+                goto done;
+            }
+            t = r->derefs[i];
+        }
+        r->in[i] = t;
+    }
+    for (int j = 0; j < n_out; j++)
+        r->out[j] = NULL;
+    tfs_kernel_ctx k = {
+        .sess = s, .graph = s->graph, .node = n,
+        .in = r->in, .n_in = n->n_inputs, .out = r->out, .n_out = n_out,
+    };
+    if (st)
+        tfs_status_clear(st);
+    rc = n->op->kernel(&k, st);
+    if (rc != TFS_OK) {
+        kernel_error(n, st, rc);
+        goto done;
+    }
+    for (int j = 0; j < n_out; j++) {
+        if (!r->out[j]) {
+            rc = TFS_ERR(st, TFS_INTERNAL, "node '%s' (%s): kernel produced no output %d", n->name,
+                         n->op_type, j);
+            goto done;
+        }
+    }
+    for (int j = 0; j < n_out; j++) {
+        int slot = s->slot_base[id] + j;
+        /* A fed value wins over the producer's (which runs only for its other effects). */
+        if (p->feed_of[slot] >= 0 || r->remaining[slot] == 0) {
+            tfs_tensor_unref(r->out[j]);
+        } else {
+            r->vals[slot] = r->out[j];
+        }
+        r->out[j] = NULL;
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+        slot_release(r, edge_slot(s, n->inputs[i]));
+done:
+    for (int j = 0; j < n_out; j++) {
+        tfs_tensor_unref(r->out[j]);
+        r->out[j] = NULL;
+    }
+    for (int i = 0; i < n->n_inputs; i++) {
+        tfs_tensor_unref(r->derefs[i]);
+        r->derefs[i] = NULL;
+    }
+    return rc;
+}
+
+/* Executes a plan. outputs[i] receives fetch i (a variable's value for reference tensors). */
+static enum tfs_code plan_execute(tfs_session *s, const run_plan *p, const tfs_feed *feeds,
+                                  tfs_tensor **outputs, tfs_status *st)
+{
+    enum tfs_code rc = TFS_OK;
+    size_t ns = (size_t)s->n_slots + 1, ni = (size_t)s->max_in + 1, no = (size_t)s->max_out + 1;
+    run_state r = {
+        .vals = tfs_calloc(ns, sizeof(tfs_tensor *)),
+        .remaining = tfs_malloc(ns * sizeof(int)),
+        .in = tfs_calloc(ni, sizeof(tfs_tensor *)),
+        .derefs = tfs_calloc(ni, sizeof(tfs_tensor *)),
+        .out = tfs_calloc(no, sizeof(tfs_tensor *)),
+    };
+    if (!r.vals || !r.remaining || !r.in || !r.derefs || !r.out) {
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
+        goto done;
+    }
+    memcpy(r.remaining, p->uses, (size_t)s->n_slots * sizeof(int));
+    for (int i = 0; i < p->n_feeds; i++)
+        if (r.remaining[p->feed_slot[i]] > 0)
+            r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
+
+    for (int k = 0; k < p->n_order; k++)
+        if ((rc = run_node(s, p, &r, p->order[k], st)) != TFS_OK)
+            goto done;
+
+    for (int i = 0; i < p->n_fetches; i++) {
+        int slot = p->fetch_slot[i];
+        tfs_tensor *t = r.vals[slot];
+        if (!t) {
+            rc = TFS_ERR(st, TFS_INTERNAL, "fetch %d has no value", i);
+            goto done;
+        }
+        if (is_ref_dtype(t->dtype)) {
+            tfs_variable *v = ref_variable(t);
+            if (!v) {
+                rc = TFS_ERR(st, TFS_INTERNAL, "fetch %d is a malformed reference", i);
+                goto done;
+            }
+            if ((rc = tfs__variable_read(v, &outputs[i], st)) != TFS_OK)
+                goto done;
+        } else {
+            outputs[i] = tfs_tensor_ref(t);
+        }
+        slot_release(&r, slot);
+    }
+done:
+    if (rc != TFS_OK && outputs) {
+        for (int i = 0; i < p->n_fetches; i++) {
+            tfs_tensor_unref(outputs[i]);
+            outputs[i] = NULL;
+        }
+    }
+    if (r.vals)
+        for (int i = 0; i < s->n_slots; i++)
+            tfs_tensor_unref(r.vals[i]);
+    tfs_free(r.vals);
+    tfs_free(r.remaining);
+    tfs_free(r.in);
+    tfs_free(r.derefs);
+    tfs_free(r.out);
+    return rc;
+}
+
+/* ---- public entry points -------------------------------------------------------------------- */
+
+enum tfs_code tfs_session_check(tfs_session *s, const char *const *feeds, int nfeeds,
+                                const char *const *fetches, int nfetches,
+                                const char *const *targets, int ntargets, tfs_status *st)
+{
+    run_plan p;
+    enum tfs_code rc = plan_build(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
+    if (rc != TFS_OK)
+        return rc;
+    plan_free(&p);
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+/* Feeds must be plain tensors, and a Placeholder's feed must have the placeholder's dtype. */
+static enum tfs_code check_feeds(const tfs_session *s, const run_plan *p, const tfs_feed *feeds,
+                                 tfs_status *st)
+{
+    for (int i = 0; i < p->n_feeds; i++) {
+        const tfs_tensor *t = feeds[i].tensor;
+        if (!t)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "feed %s has no tensor", feeds[i].name);
+        /* Reference and resource elements are pointers only the runtime may create. */
+        if (t->dtype == TFS_DTYPE_RESOURCE || t->dtype > TFS_DTYPE_REF_OFFSET)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "feed %s: cannot feed a tensor of dtype %s",
+                           feeds[i].name, tfs_dtype_name(t->dtype));
+        const tfs_node *n = &s->graph->nodes[s->slot_owner[p->feed_slot[i]]];
+        if (strcmp(n->op_type, "Placeholder") != 0 && strcmp(n->op_type, "PlaceholderWithDefault"))
+            continue;
+        const tfs_attr_value *dt = tfs__attr(n, "dtype");
+        if (dt && dt->kind == TFS_ATTR_TYPE && dt->type != t->dtype)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "feed %s: expected a tensor of dtype %s (placeholder '%s'), got %s",
+                           feeds[i].name, tfs_dtype_short_name(dt->type), n->name,
+                           tfs_dtype_short_name(t->dtype));
+    }
+    return TFS_OK;
+}
+
+enum tfs_code tfs_session_run(tfs_session *s, const tfs_feed *feeds, int nfeeds,
+                              const char *const *fetches, int nfetches,
+                              const char *const *targets, int ntargets, tfs_tensor **outputs,
+                              tfs_status *st)
+{
+    for (int i = 0; outputs && i < nfetches; i++)
+        outputs[i] = NULL;
+    if (nfetches > 0 && !outputs)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "fetches given without an outputs array");
+    const char **names = tfs_calloc((size_t)(nfeeds > 0 ? nfeeds : 0) + 1, sizeof *names);
+    if (!names)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
+    for (int i = 0; i < nfeeds; i++)
+        names[i] = feeds[i].name;
+    run_plan p;
+    enum tfs_code rc = plan_build(s, names, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
+    tfs_free(names);
+    if (rc != TFS_OK)
+        return rc;
+    rc = check_feeds(s, &p, feeds, st);
+    if (rc == TFS_OK)
+        rc = plan_execute(s, &p, feeds, outputs, st);
+    plan_free(&p);
+    if (rc == TFS_OK)
+        tfs_status_clear(st);
+    return rc;
+}
+
+/* ---- variables ------------------------------------------------------------------------------ */
+
+enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const char *shared_name,
+                                    enum tfs_dtype dtype, tfs_variable **out, tfs_status *st)
+{
+    return tfs__var_map_get(s->vars, container, shared_name, dtype, out, st);
+}

@@ -1,0 +1,64 @@
+/* Sessions run a finalized graph: feed any tensor by name ("node:idx"), fetch tensors, run target
+ * ops. Each run prunes the graph to what the fetches and targets need (data and control inputs),
+ * stopping at fed tensors, and executes the rest in topological order.
+ *
+ *     tfs_session *s;  tfs_session_new(g, NULL, &s, &st);
+ *     tfs_feed feed = {"x:0", x};
+ *     const char *fetch = "y:0";
+ *     tfs_tensor *y;
+ *     if (tfs_session_run(s, &feed, 1, &fetch, 1, NULL, 0, &y, &st) == TFS_OK) { ...; tfs_tensor_unref(y); }
+ *
+ * A session owns the graph's state: variables (VariableV2 and VarHandleOp resources). Runs may be
+ * made from several threads at once; variable reads and writes are atomic per variable.
+ */
+#ifndef TFS_RUNTIME_SESSION_H
+#define TFS_RUNTIME_SESSION_H
+
+#include "runtime/graph.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+typedef struct tfs_session tfs_session;
+
+/* How RestoreV2 reads checkpoint tensors: the runtime knows no files, so the owner of the session
+ * (savedmodel/) supplies this. `read` returns a new tensor (caller owns) of the given dtype. */
+typedef struct tfs_checkpoint_reader {
+    enum tfs_code (*read)(void *user, const char *prefix, const char *tensor_name,
+                          enum tfs_dtype dtype, tfs_tensor **out, tfs_status *st);
+    void *user;
+} tfs_checkpoint_reader;
+
+typedef struct tfs_session_opts {
+    tfs_checkpoint_reader checkpoint;   /* {NULL, NULL}: RestoreV2 fails with UNIMPLEMENTED */
+} tfs_session_opts;
+
+tfs_session_opts tfs_session_opts_default(void);
+
+typedef struct tfs_feed {
+    const char *name;     /* "node:idx" or "node" */
+    tfs_tensor *tensor;   /* borrowed */
+} tfs_feed;
+
+/* Keeps a reference to g (which must be finalized). opts may be NULL (defaults). */
+enum tfs_code tfs_session_new(tfs_graph *g, const tfs_session_opts *opts, tfs_session **out,
+                              tfs_status *st);
+void tfs_session_free(tfs_session *s);   /* NULL-safe; no run may be in progress */
+const tfs_graph *tfs_session_graph(const tfs_session *s);
+
+/* Checks, without running, that a run with these feed names, fetches and targets could execute:
+ * NOT_FOUND for a name that is not in the graph or an output index out of range; UNIMPLEMENTED
+ * naming every op type without a kernel among the nodes the run would execute
+ * ("ops not supported by tfserve: ParseExample, SaveV2"). */
+enum tfs_code tfs_session_check(tfs_session *s, const char *const *feeds, int nfeeds,
+                                const char *const *fetches, int nfetches,
+                                const char *const *targets, int ntargets, tfs_status *st);
+
+/* Runs. outputs[i] receives a new reference to fetch i (caller owns) on success; all NULL on
+ * failure. Fetching a reference-typed tensor (a VariableV2 output) yields the variable's value.
+ * Errors from kernels carry the node name: "node 'mul': Incompatible shapes: [3] vs. [2]". */
+enum tfs_code tfs_session_run(tfs_session *s, const tfs_feed *feeds, int nfeeds,
+                              const char *const *fetches, int nfetches,
+                              const char *const *targets, int ntargets, tfs_tensor **outputs,
+                              tfs_status *st);
+
+#endif

@@ -1,0 +1,105 @@
+/* savedmodel: the SavedModel format in both directions.
+ *
+ * Reading: tfs_savedmodel_load() reads <dir>/saved_model.pb, picks the MetaGraphDef whose tags
+ * contain every requested tag, imports its GraphDef into a tfs_graph (TF2 function calls inlined,
+ * stripped default attrs put back from stripped_op_list), checks that every op the signatures, the
+ * restore and the init op need has a kernel, restores variables from <dir>/variables (TensorBundle)
+ * by running the saver's restore op, feeds asset paths and runs the init op.
+ *
+ *     tfs_savedmodel *m;
+ *     if (tfs_savedmodel_load("/models/half_plus_two/123", NULL, &m, &st) != TFS_OK) ...
+ *     const tfs_signature *sig = tfs_savedmodel_signature(m, "serving_default");
+ *     tfs_tensor *out[1];
+ *     tfs_savedmodel_run(m, sig, (const tfs_named_tensor[]){{"x", x}}, 1, out, &st);
+ *
+ * Writing: tfs_savedmodel_write() turns a tfs_graph + signatures + variable values into a
+ * directory TensorFlow can load (used for the bundled demo model, and by train/ for export).
+ *
+ * A loaded model is immutable (but for its variables) and may be run from many threads.
+ */
+#ifndef TFS_SAVEDMODEL_SAVEDMODEL_H
+#define TFS_SAVEDMODEL_SAVEDMODEL_H
+
+#include <stdio.h>
+
+#include "runtime/runtime.h"
+
+/* ---- signatures ----------------------------------------------------------------------------- */
+
+typedef struct tfs_tensor_info {
+    char          *alias;        /* the signature's map key: "x" */
+    char          *tensor_name;  /* the graph tensor: "x:0"; NULL for sparse/composite encodings */
+    enum tfs_dtype dtype;        /* as declared (may be a _REF dtype, or INVALID if absent) */
+    tfs_shape      shape;        /* rank -1 = unknown rank */
+} tfs_tensor_info;
+
+typedef struct tfs_named_tensor {
+    const char *name;
+    tfs_tensor *tensor;          /* borrowed */
+} tfs_named_tensor;
+
+typedef struct tfs_signature {
+    char            *key;          /* "serving_default" */
+    char            *method_name;  /* "tensorflow/serving/predict" */
+    int              n_inputs;
+    tfs_tensor_info *inputs;       /* sorted by alias */
+    int              n_outputs;
+    tfs_tensor_info *outputs;      /* sorted by alias */
+    int              n_defaults;
+    char           **default_names;
+    tfs_tensor     **defaults;     /* SignatureDef.defaults */
+    tfs_status       usable;       /* OK, or why it cannot run (e.g. an op tfserve lacks) */
+} tfs_signature;
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+typedef struct tfs_savedmodel tfs_savedmodel;
+
+typedef struct tfs_savedmodel_opts {
+    const char *tags;      /* comma-separated; default "serve" */
+} tfs_savedmodel_opts;
+
+tfs_savedmodel_opts tfs_savedmodel_opts_default(void);
+
+/* Loads a version directory. Errors name the file or ops at fault:
+ * NOT_FOUND (no saved_model.pb), DATA_LOSS (corrupt protobuf, bad CRC, truncated shard),
+ * UNIMPLEMENTED ("ops not supported by tfserve: A, B"), INVALID_ARGUMENT (graph inconsistencies),
+ * FAILED_PRECONDITION (no MetaGraphDef with the tags), RESOURCE_EXHAUSTED. Caller owns *out. */
+enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,
+                                  tfs_savedmodel **out, tfs_status *st);
+void tfs_savedmodel_free(tfs_savedmodel *m);
+
+int                  tfs_savedmodel_signature_count(const tfs_savedmodel *m);
+const tfs_signature *tfs_savedmodel_signature_at(const tfs_savedmodel *m, int i); /* sorted by key */
+const tfs_signature *tfs_savedmodel_signature(const tfs_savedmodel *m, const char *key); /* NULL if absent */
+tfs_session         *tfs_savedmodel_session(const tfs_savedmodel *m);
+const char          *tfs_savedmodel_dir(const tfs_savedmodel *m);
+
+/* Runs a signature: inputs by alias (missing ones taken from the signature's defaults; unknown or
+ * missing-without-default ones are INVALID_ARGUMENT), fetches every output in signature order into
+ * outputs[0..sig->n_outputs-1] (caller owns). Thread-safe. */
+enum tfs_code tfs_savedmodel_run(const tfs_savedmodel *m, const tfs_signature *sig,
+                                 const tfs_named_tensor *inputs, int n_inputs, tfs_tensor **outputs,
+                                 tfs_status *st);
+
+/* Prints what `saved_model_cli show --all` shows: tag sets, each signature's inputs and outputs
+ * (dtype, shape, tensor name) and method, the variables in the bundle (name, dtype, shape), and the
+ * op types the graph uses (marking those tfserve lacks). Works on models that would not load. */
+enum tfs_code tfs_savedmodel_inspect(const char *dir, FILE *out, tfs_status *st);
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+typedef struct tfs_savedmodel_variable {
+    const char *name;       /* checkpoint key and VariableV2 node name */
+    tfs_tensor *value;      /* borrowed */
+} tfs_savedmodel_variable;
+
+/* Writes a TF1-style SavedModel into `dir` (created; must not exist): saved_model.pb with one
+ * MetaGraphDef tagged "serve" holding `graph` plus generated saver ops (save/Const, save/RestoreV2,
+ * save/Assign_*, save/restore_all), the signatures, and variables/ as a TensorBundle. Each
+ * variable must already be a VariableV2 node in `graph`. */
+enum tfs_code tfs_savedmodel_write(const char *dir, const tfs_graph *graph,
+                                   const tfs_signature *sigs, int n_sigs,
+                                   const tfs_savedmodel_variable *vars, int n_vars, tfs_status *st);
+
+#endif

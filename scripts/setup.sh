@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages tfserve needs to build, test and run. Idempotent: packages already
+# present are skipped by apt. Runs as root (or through sudo when available).
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config git curl ca-certificates
+  libmicrohttpd-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler
+  libgrpc-dev libopenblas-dev check libsubunit-dev libsnappy-dev
+  python3-grpcio python3-protobuf python3-numpy
+  valgrind clang libclang-rt-14-dev
+)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#pkgs[@]} packages already installed"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get -o DPkg::Lock::Timeout=600 update -q
+$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"

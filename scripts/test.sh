@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine, builds tfserve with warnings as errors, runs every test, then
+# builds and runs the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Tests that need the real TensorFlow fixtures read ../shared/fixtures and skip, saying so, without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+
+bash scripts/setup.sh
+
+echo "== build (warnings are errors) =="
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFS_WERROR=ON
+cmake --build build -j"$JOBS"
+echo "== tests =="
+(cd build && ctest --output-on-failure --timeout 900)
+
+echo "== build with AddressSanitizer + UBSan =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTFS_WERROR=ON -DTFS_SANITIZE="address;undefined"
+cmake --build build-asan -j"$JOBS"
+echo "== tests under AddressSanitizer + UBSan =="
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   CK_TIMEOUT_MULTIPLIER=4 ctest --output-on-failure --timeout 1800)

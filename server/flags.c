@@ -1,0 +1,199 @@
+/* tfserve's command line: the subset of tensorflow_model_server's flags we implement, in
+ * TensorFlow's flag syntax (tensorflow/core/util/command_line_flags.cc): `--name=value` only (no
+ * space-separated values), bools also bare (`--version`) or `=true/false/1/0`. A value that does not
+ * parse is an error; an argument that matches no flag is collected and reported, and the server
+ * still starts, as tensorflow_model_server does. One static table drives parsing, defaults and
+ * --help.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "runtime/alloc.h"
+#include "server/server.h"
+
+#ifndef TFS_VERSION
+#define TFS_VERSION "0.0.0"
+#endif
+
+enum flag_type { FLAG_INT, FLAG_BOOL, FLAG_STRING, FLAG_LEVEL };
+
+typedef struct flag_def {
+    const char    *name;
+    enum flag_type type;
+    const char    *def;      /* default, in flag syntax; NULL: computed (see apply_defaults) */
+    size_t         offset;   /* field in tfs_server_flags */
+    const char    *help;
+} flag_def;
+
+#define F(field) offsetof(tfs_server_flags, field)
+
+static const flag_def flags[] = {
+    {"port", FLAG_INT, "8500", F(port),
+     "TCP port for the gRPC API (gRPC is not served by tfserve yet)"},
+    {"rest_api_port", FLAG_INT, "0", F(rest_api_port),
+     "TCP port for the HTTP/REST API; 0 disables it. Must differ from --port."},
+    {"rest_api_num_threads", FLAG_INT, NULL, F(rest_api_num_threads),
+     "Number of threads for HTTP/REST API processing (default 4 x CPUs)"},
+    {"rest_api_timeout_in_ms", FLAG_INT, "30000", F(rest_api_timeout_in_ms),
+     "Timeout for HTTP/REST API calls (not enforced by tfserve yet)"},
+    {"model_name", FLAG_STRING, "default", F(model_name), "Name of the model"},
+    {"model_base_path", FLAG_STRING, "", F(model_base_path),
+     "Absolute path to the model: a folder of integer version folders (required)"},
+    {"saved_model_tags", FLAG_STRING, "serve", F(saved_model_tags),
+     "Comma-separated set of tags of the MetaGraphDef to load"},
+    {"verbosity", FLAG_LEVEL, "info", F(verbosity),
+     "Log level: debug, info, warn or error (a tfserve flag)"},
+    {"version", FLAG_BOOL, "false", F(version), "Display the version and exit"},
+    {"help", FLAG_BOOL, "false", F(help), "Show this usage text and exit"},
+};
+
+#define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+static const char *type_name(enum flag_type t)
+{
+    switch (t) {
+    case FLAG_INT:    return "int64";
+    case FLAG_BOOL:   return "bool";
+    case FLAG_STRING: return "string";
+    default:          return "level";
+    }
+}
+
+static bool parse_value(const flag_def *d, const char *v, tfs_server_flags *f)
+{
+    void *field = (char *)f + d->offset;
+    switch (d->type) {
+    case FLAG_INT: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno == ERANGE)
+            return false;
+        *(int64_t *)field = x;
+        return true;
+    }
+    case FLAG_BOOL:
+        if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
+            *(bool *)field = true;
+        else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
+            *(bool *)field = false;
+        else
+            return false;
+        return true;
+    case FLAG_STRING: {
+        char *s = tfs_strdup(v);
+        if (!s)
+            return false;
+        tfs_free(*(char **)field);
+        *(char **)field = s;
+        return true;
+    }
+    case FLAG_LEVEL:
+        for (int i = 0; i < 4; i++) {
+            if (strcasecmp(v, level_names[i]) == 0) {
+                *(enum tfs_log_level *)field = (enum tfs_log_level)(TFS_LOG_LEVEL_DEBUG + i);
+                return true;
+            }
+        }
+        if (strcasecmp(v, "warning") == 0) {
+            *(enum tfs_log_level *)field = TFS_LOG_LEVEL_WARN;
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+static enum tfs_code apply_defaults(tfs_server_flags *f, tfs_status *st)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < N_FLAGS; i++) {
+        if (flags[i].def && !parse_value(&flags[i], flags[i].def, f))
+            return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory setting flag defaults");
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    f->rest_api_num_threads = 4 * (cpus > 0 ? cpus : 1);
+    return TFS_OK;
+}
+
+/* Matches "--name=value" (or bare "--name" for bools). Returns the flag, or NULL. */
+static const flag_def *match(const char *arg, const char **value)
+{
+    if (strncmp(arg, "--", 2) != 0)
+        return NULL;
+    arg += 2;
+    for (int i = 0; i < N_FLAGS; i++) {
+        size_t n = strlen(flags[i].name);
+        if (strncmp(arg, flags[i].name, n) != 0)
+            continue;
+        if (arg[n] == '=') {
+            *value = arg + n + 1;
+            return &flags[i];
+        }
+        if (arg[n] == 0 && flags[i].type == FLAG_BOOL) {
+            *value = "true";
+            return &flags[i];
+        }
+    }
+    return NULL;
+}
+
+enum tfs_code tfs_server_flags_parse(int argc, char **argv, tfs_server_flags *f, tfs_status *st)
+{
+    enum tfs_code code = apply_defaults(f, st);
+    if (code != TFS_OK)
+        return code;
+    if (argc > 1) {
+        f->unknown = tfs_calloc((size_t)argc, sizeof *f->unknown);
+        if (!f->unknown)
+            return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory parsing flags");
+    }
+    for (int i = 1; i < argc; i++) {
+        const char     *value = NULL;
+        const flag_def *d = match(argv[i], &value);
+        if (!d) {
+            f->unknown[f->n_unknown++] = argv[i];
+            continue;
+        }
+        if (!parse_value(d, value, f))
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Couldn't interpret value %s for flag %s.",
+                           value, d->name);
+    }
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+void tfs_server_flags_deinit(tfs_server_flags *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < N_FLAGS; i++)
+        if (flags[i].type == FLAG_STRING)
+            tfs_free(*(char **)((char *)f + flags[i].offset));
+    tfs_free(f->unknown);
+    memset(f, 0, sizeof *f);
+}
+
+void tfs_server_flags_usage(FILE *out, const char *argv0)
+{
+    fprintf(out, "usage: %s --model_base_path=/models/NAME [--model_name=NAME] "
+                 "[--rest_api_port=8501] [flags]\nFlags:\n",
+            argv0 ? argv0 : "tfserve");
+    for (int i = 0; i < N_FLAGS; i++) {
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "--%s=%s", flags[i].name,
+                 flags[i].def ? flags[i].def : "4xCPUs");
+        fprintf(out, "\t%-33s\t%s\t%s\n", lhs, type_name(flags[i].type), flags[i].help);
+    }
+}
+
+void tfs_server_version(FILE *out)
+{
+    fprintf(out, "TensorFlow ModelServer: %s\nTensorFlow Library: tfserve\n", TFS_VERSION);
+}

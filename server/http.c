@@ -1,0 +1,292 @@
+/* The REST front end's HTTP layer on libmicrohttpd: a daemon with an internal epoll thread pool,
+ * request bodies accumulated up to a limit, and responses handed back from rest.c.
+ *
+ * DESIGN. MHD calls the access handler several times per request: once with the headers (we
+ * allocate the per-request http_call), then once per body chunk (appended), then once with no
+ * data when the body is complete (we answer). The request-completed callback frees the call on
+ * every path, including client disconnects. The answer is produced synchronously on the pool
+ * thread for now. Batching will instead suspend the connection after decoding and resume it from
+ * the batch thread's completion callback; the daemon is already started with
+ * MHD_ALLOW_SUSPEND_RESUME and the call struct is where the pending work will live.
+ *
+ * We bind the listening socket ourselves so that a failed bind reports errno's reason, and install
+ * an identity URL-unescaper: MHD would otherwise decode %XX in the path before routing, while TF
+ * Serving matches the raw path and unescapes only the model name and label.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime/alloc.h"
+#include "server/server-impl.h"
+
+#define LOG_MODULE "http"
+
+struct tfs_rest {
+    struct MHD_Daemon *daemon;
+    tfs_loader        *loader;
+    tfs_rest_opts      opts;
+    int                port;
+};
+
+/* Per request, owned by the connection (freed in request_completed). */
+typedef struct http_call {
+    char  *body;
+    size_t len;
+    size_t cap;
+    bool   too_big;
+    bool   answered;
+} http_call;
+
+tfs_rest_opts tfs_rest_opts_default(void)
+{
+    tfs_rest_opts o = {
+        .port = 8501,
+        .num_threads = 4,
+        .timeout_ms = 30000,
+        .max_body_bytes = (size_t)64 << 20,
+        .bind_address = "0.0.0.0",
+    };
+    return o;
+}
+
+int tfs_rest_port(const tfs_rest *r)
+{
+    return r ? r->port : 0;
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+static void free_body(void *p)
+{
+    tfs_free(p);
+}
+
+/* Queues `body` (takes ownership of its data) with the given status and content type. */
+static enum MHD_Result respond(struct MHD_Connection *conn, int status, const char *content_type,
+                               tfs__buf *body)
+{
+    struct MHD_Response *resp;
+    if (body->data) {
+        resp = MHD_create_response_from_buffer_with_free_callback(body->len, body->data,
+                                                                  free_body);
+        body->data = NULL;
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    tfs__buf_deinit(body);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result respond_too_big(struct MHD_Connection *conn, const tfs_rest *r,
+                                       http_call *c, unsigned long long declared)
+{
+    tfs__buf b;
+    char     msg[160];
+    tfs__buf_init(&b);
+    if (declared)
+        snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu bytes",
+                 declared, r->opts.max_body_bytes);
+    else
+        snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes",
+                 r->opts.max_body_bytes);
+    tfs__json_error(&b, msg);
+    c->answered = true;
+    TFS_LOG_DEBUG(LOG_MODULE, "413: %s", msg);
+    return respond(conn, 413, "application/json", &b);
+}
+
+/* ---- handler -------------------------------------------------------------------------------- */
+
+static bool append_body(http_call *c, const char *data, size_t n, size_t max)
+{
+    if (n > max - c->len)
+        return false;
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + n)
+            cap *= 2;
+        if (cap > max)
+            cap = max;
+        char *p = tfs_realloc(c->body, cap + 1);
+        if (!p)
+            return false;
+        c->body = p;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, data, n);
+    c->len += n;
+    c->body[c->len] = 0;
+    return true;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **con_cls)
+{
+    tfs_rest  *r = cls;
+    http_call *c = *con_cls;
+
+    if (!c) {
+        /* Headers only. Refuse a declared oversized body before reading any of it. */
+        c = tfs_calloc(1, sizeof *c);
+        if (!c)
+            return MHD_NO;
+        *con_cls = c;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > r->opts.max_body_bytes)
+            return respond_too_big(conn, r, c, declared);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!c->answered && !c->too_big &&
+            !append_body(c, upload_data, *upload_data_size, r->opts.max_body_bytes))
+            c->too_big = true;   /* keep reading (and dropping) so we can answer */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (c->answered)
+        return MHD_YES;
+    if (c->too_big)
+        return respond_too_big(conn, r, c, 0);
+
+    tfs__rest_response resp;
+    tfs__rest_process(r->loader, method, url, c->body ? c->body : "", c->len, &resp);
+    c->answered = true;
+    if (resp.http_status >= 500)
+        TFS_LOG_WARN(LOG_MODULE, "%s %s -> %d %s", method, url, resp.http_status,
+                     resp.body.data ? resp.body.data : "");
+    else
+        TFS_LOG_DEBUG(LOG_MODULE, "%s %s -> %d", method, url, resp.http_status);
+    return respond(conn, resp.http_status, resp.content_type, &resp.body);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    http_call *c = *con_cls;
+    if (!c)
+        return;
+    tfs_free(c->body);
+    tfs_free(c);
+    *con_cls = NULL;
+}
+
+/* TF Serving routes on the raw path; see the file comment. */
+static size_t keep_escapes(void *cls, struct MHD_Connection *conn, char *s)
+{
+    return strlen(s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n')
+        line[--n] = 0;
+    TFS_LOG_WARN(LOG_MODULE, "libmicrohttpd: %s", line);
+}
+
+/* ---- start / stop --------------------------------------------------------------------------- */
+
+static enum tfs_code listen_on(const tfs_rest_opts *o, int *fd_out, int *port_out, tfs_status *st)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    socklen_t          sl = sizeof sa;
+    int                one = 1;
+    const char        *addr = o->bind_address ? o->bind_address : "0.0.0.0";
+
+    *fd_out = -1;
+    if (o->port < 0 || o->port > 65535)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST port %d is not in [0, 65535]", o->port);
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST bind address '%s' is not an IPv4 address",
+                       addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return TFS_ERR(st, TFS_UNAVAILABLE, "could not create the REST socket: %s",
+                       strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        int err = errno;
+        close(fd);
+        return TFS_ERR(st, TFS_UNAVAILABLE, "could not bind the REST API to %s:%d: %s", addr,
+                       o->port, strerror(err));
+    }
+    *fd_out = fd;
+    *port_out = ntohs(sa.sin_port);
+    return TFS_OK;
+}
+
+enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest **out,
+                             tfs_status *st)
+{
+    tfs_rest     *r = NULL;
+    int           fd = -1;
+    enum tfs_code code;
+
+    *out = NULL;
+    if (opts->num_threads < 1)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST thread count must be >= 1, got %d",
+                       opts->num_threads);
+    r = tfs_calloc(1, sizeof *r);
+    if (!r)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory starting the REST API");
+    r->loader = l;
+    r->opts = *opts;
+    r->opts.bind_address = NULL;   /* borrowed string; only needed for the bind below */
+    if ((code = listen_on(opts, &fd, &r->port, st)) != TFS_OK)
+        goto fail;
+    tfs__json_init();
+
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    r->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, r,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, r,   /* first, so that it sees every message */
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)opts->num_threads,
+        MHD_OPTION_NOTIFY_COMPLETED, request_completed, r,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, r,
+        MHD_OPTION_END);
+    if (!r->daemon) {
+        code = TFS_ERR(st, TFS_INTERNAL, "libmicrohttpd could not start the REST API on port %d",
+                       r->port);
+        goto fail;
+    }
+    *out = r;
+    tfs_status_clear(st);
+    return TFS_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    tfs_free(r);
+    return code;
+}
+
+void tfs_rest_stop(tfs_rest *r)
+{
+    if (!r)
+        return;
+    /* No connection is ever left suspended (requests run synchronously), so stopping the daemon
+     * directly is within MHD's contract. MHD closes the listening socket. */
+    if (r->daemon)
+        MHD_stop_daemon(r->daemon);
+    tfs_free(r);
+}

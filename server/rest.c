@@ -1,0 +1,197 @@
+/* The REST API handler: one request in, one status + body out, as TF Serving's
+ * HttpRestApiHandler answers. It knows nothing of sockets (http.c feeds it), so tests can drive it
+ * directly.
+ *
+ * Predict follows TF Serving's order of work, which decides which error a bad request gets: parse
+ * the JSON, read signature_name, resolve the model and the signature (404s and label errors
+ * happen here), decode the tensors with the signature's dtypes, run, encode. The JSON document is
+ * dropped as soon as the tensors are decoded. The run is synchronous on the calling (HTTP) thread
+ * for now; predict_begin / predict_finish are the two halves a suspended connection will call
+ * around a batch once batching completes requests by callback.
+ */
+#include <string.h>
+
+#include "runtime/alloc.h"
+#include "server/server-impl.h"
+
+static const char not_found_html[] =
+    "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n</BODY></HTML>\n";
+
+static void fail(tfs__rest_response *resp, const tfs_status *st)
+{
+    /* A partly written body (or an out-of-memory one) is replaced by the error document. */
+    tfs__buf_deinit(&resp->body);
+    tfs__buf_init(&resp->body);
+    resp->http_status = tfs__http_status(st->code);
+    resp->content_type = "application/json";
+    tfs__json_error(&resp->body, st->msg);
+}
+
+/* ---- GET ------------------------------------------------------------------------------------ */
+
+static enum tfs_code model_status(tfs_loader *l, const tfs__route *r, tfs__buf *out,
+                                  tfs_status *st)
+{
+    tfs_version_status *vs = NULL;
+    int                 n = 0;
+    /* Labels are accepted in the URL but GetModelStatus ignores them: all versions come back. */
+    enum tfs_code code = tfs_loader_model_status(l, r->name, r->version, &vs, &n, st);
+    if (code == TFS_OK)
+        code = tfs__json_model_status(vs, n, out, st);
+    tfs_free(vs);
+    return code;
+}
+
+static enum tfs_code model_metadata(tfs_loader *l, const tfs__route *r, tfs__buf *out,
+                                    tfs_status *st)
+{
+    tfs_model_spec        spec = {r->name, r->version, r->label, NULL};
+    tfs_servable         *s = NULL;
+    const tfs_signature **sigs = NULL;
+    enum tfs_code         code;
+
+    if ((code = tfs_service_acquire(l, &spec, &s, st)) != TFS_OK)
+        return code;
+    const tfs_savedmodel *m = tfs_servable_model(s);
+    int                   n = tfs_savedmodel_signature_count(m);
+    sigs = tfs_calloc((size_t)(n > 0 ? n : 1), sizeof *sigs);
+    if (!sigs) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory listing signatures");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        sigs[i] = tfs_savedmodel_signature_at(m, i);
+    code = tfs__json_model_metadata(tfs_servable_name(s), tfs_servable_version(s), sigs, n, out,
+                                    st);
+done:
+    tfs_free(sigs);
+    tfs_servable_release(s);
+    return code;
+}
+
+/* ---- predict -------------------------------------------------------------------------------- */
+
+/* Everything a predict holds between decoding and encoding. */
+typedef struct predict_call {
+    tfs_servable        *servable;
+    const tfs_signature *sig;
+    enum tfs__json_format fmt;
+    tfs_named_tensor    *inputs;
+    int                  n_inputs;
+    tfs_tensor         **outputs;
+} predict_call;
+
+static void predict_call_deinit(predict_call *c)
+{
+    if (c->outputs && c->sig)
+        for (int i = 0; i < c->sig->n_outputs; i++)
+            tfs_tensor_unref(c->outputs[i]);
+    tfs_free(c->outputs);
+    tfs__named_tensors_free(c->inputs, c->n_inputs);
+    tfs_servable_release(c->servable);
+    memset(c, 0, sizeof *c);
+}
+
+/* Parse, resolve, decode: everything up to the run. */
+static enum tfs_code predict_begin(tfs_loader *l, const tfs__route *r, const char *body,
+                                   size_t len, predict_call *c, tfs_status *st)
+{
+    json_t       *doc = NULL;
+    const char   *sig_name = NULL;
+    enum tfs_code code;
+
+    if ((code = tfs__json_parse(body, len, &doc, st)) != TFS_OK)
+        return code;
+    if ((code = tfs__json_signature_name(doc, &sig_name, st)) != TFS_OK)
+        goto done;
+    tfs_model_spec spec = {r->name, r->version, r->label, sig_name};
+    if ((code = tfs_service_acquire(l, &spec, &c->servable, st)) != TFS_OK ||
+        (code = tfs_service_signature(c->servable, sig_name, TFS_API_REST, &c->sig, st)) != TFS_OK)
+        goto done;
+    code = tfs__json_decode_predict(doc, c->sig, sig_name, &c->fmt, &c->inputs, &c->n_inputs, st);
+done:
+    json_decref(doc);
+    return code;
+}
+
+static enum tfs_code predict_run(predict_call *c, tfs_status *st)
+{
+    c->outputs = tfs_calloc((size_t)(c->sig->n_outputs > 0 ? c->sig->n_outputs : 1),
+                            sizeof *c->outputs);
+    if (!c->outputs)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a predict");
+    return tfs_service_run(c->servable, c->sig, c->inputs, c->n_inputs, c->outputs, st);
+}
+
+/* Encode the outputs under their signature aliases. */
+static enum tfs_code predict_finish(predict_call *c, tfs__buf *out, tfs_status *st)
+{
+    int               n = c->sig->n_outputs;
+    tfs_named_tensor *named = tfs_calloc((size_t)(n > 0 ? n : 1), sizeof *named);
+    if (!named)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory encoding a predict response");
+    for (int i = 0; i < n; i++) {
+        named[i].name = c->sig->outputs[i].alias;
+        named[i].tensor = c->outputs[i];
+    }
+    enum tfs_code code = tfs__json_encode_predict(c->fmt, named, n, out, st);
+    tfs_free(named);
+    return code;
+}
+
+static enum tfs_code predict(tfs_loader *l, const tfs__route *r, const char *body, size_t len,
+                             tfs__buf *out, tfs_status *st)
+{
+    predict_call  c = {0};
+    enum tfs_code code = predict_begin(l, r, body, len, &c, st);
+    if (code == TFS_OK)
+        code = predict_run(&c, st);
+    if (code == TFS_OK)
+        code = predict_finish(&c, out, st);
+    predict_call_deinit(&c);
+    return code;
+}
+
+/* ---- entry ---------------------------------------------------------------------------------- */
+
+void tfs__rest_process(tfs_loader *l, const char *method, const char *path, const char *body,
+                       size_t body_len, tfs__rest_response *resp)
+{
+    tfs_status    st;
+    tfs__route    r = {0};
+    enum tfs_code code;
+
+    tfs_status_clear(&st);
+    tfs__buf_init(&resp->body);
+    resp->http_status = 200;
+    resp->content_type = "application/json";
+    if (!tfs__route_is_api(path)) {
+        resp->http_status = 404;
+        resp->content_type = "text/html";
+        tfs__buf_puts(&resp->body, not_found_html);
+        return;
+    }
+    if ((code = tfs__route_parse(method, path, &r, &st)) != TFS_OK) {
+        fail(resp, &st);
+        return;
+    }
+    switch (r.kind) {
+    case TFS__ROUTE_STATUS:
+        code = model_status(l, &r, &resp->body, &st);
+        break;
+    case TFS__ROUTE_METADATA:
+        code = model_metadata(l, &r, &resp->body, &st);
+        break;
+    case TFS__ROUTE_PREDICT:
+        code = predict(l, &r, body, body_len, &resp->body, &st);
+        break;
+    case TFS__ROUTE_CLASSIFY:
+    case TFS__ROUTE_REGRESS:
+        code = TFS_ERR(&st, TFS_UNIMPLEMENTED, "The %s API is not implemented by tfserve yet",
+                       r.kind == TFS__ROUTE_CLASSIFY ? "classify" : "regress");
+        break;
+    }
+    if (code != TFS_OK)
+        fail(resp, &st);
+    tfs__route_deinit(&r);
+}

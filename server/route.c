@@ -1,0 +1,253 @@
+/* URL routing of the REST API, by hand instead of with a regex library. TF Serving matches the
+ * request path (case-insensitively, as a full match) against two regexes:
+ *
+ *   POST  /v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)
+ *   GET   /v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:\/(metadata))?
+ *
+ * The matcher below tries the alternatives in the regex engine's priority order (optional groups
+ * present before absent, versions before labels), so odd paths resolve as they do in TF Serving:
+ * GET /v1/models/metadata is the status of a model named "metadata", GET /v1/models/versions/3
+ * has no model name. Name and label runs are maximal, which is all backtracking could try, since
+ * every following piece starts with '/' or ':'. After the match, the verb and "metadata" are
+ * compared exactly, as TF Serving does: ":PREDICT" is a malformed request and "/METADATA" a status
+ * request.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "runtime/alloc.h"
+#include "server/server-impl.h"
+
+/* A matched piece of the path (not yet unescaped). */
+typedef struct span {
+    const char *p;
+    size_t      n;
+} span;
+
+typedef struct match {
+    span name;       /* n == 0: absent */
+    span version;    /* digits */
+    span label;
+    span tail;       /* the verb (POST) or "metadata" (GET), as written */
+    bool has_version;
+    bool has_label;
+} match;
+
+static bool lit(const char **s, const char *word)
+{
+    size_t n = strlen(word);
+    if (strncasecmp(*s, word, n) != 0)
+        return false;
+    *s += n;
+    return true;
+}
+
+/* [^/:]+ , maximal. */
+static bool segment(const char **s, span *out)
+{
+    const char *p = *s;
+    while (*p && *p != '/' && *p != ':')
+        p++;
+    if (p == *s)
+        return false;
+    out->p = *s;
+    out->n = (size_t)(p - *s);
+    *s = p;
+    return true;
+}
+
+/* \d+ , maximal. */
+static bool digits(const char **s, span *out)
+{
+    const char *p = *s;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == *s)
+        return false;
+    out->p = *s;
+    out->n = (size_t)(p - *s);
+    *s = p;
+    return true;
+}
+
+/* The tail after the optional version/label group: ":verb" for POST, "[/metadata]" for GET. */
+static bool tail(const char *s, bool post, match *m)
+{
+    if (post) {
+        if (*s++ != ':')
+            return false;
+        static const char *const verbs[] = {"classify", "regress", "predict"};
+        for (int i = 0; i < 3; i++) {
+            if (strcasecmp(s, verbs[i]) == 0) {
+                m->tail = (span){s, strlen(s)};
+                return true;
+            }
+        }
+        return false;
+    }
+    const char *t = s;
+    if (lit(&t, "/metadata") && *t == 0) {
+        m->tail = (span){s + 1, 8};
+        return true;
+    }
+    m->tail = (span){NULL, 0};
+    return *s == 0;
+}
+
+/* (?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))? then the tail, alternatives in priority order. */
+static bool version_or_label(const char *s, bool post, match *m)
+{
+    const char *t = s;
+    m->has_version = m->has_label = false;
+    if (lit(&t, "/versions/") && digits(&t, &m->version) && tail(t, post, m)) {
+        m->has_version = true;
+        return true;
+    }
+    t = s;
+    if (lit(&t, "/labels/") && segment(&t, &m->label) && tail(t, post, m)) {
+        m->has_label = true;
+        return true;
+    }
+    return tail(s, post, m);
+}
+
+static bool match_post(const char *path, match *m)
+{
+    const char *s = path;
+    memset(m, 0, sizeof *m);
+    return lit(&s, "/v1/models/") && segment(&s, &m->name) && version_or_label(s, true, m);
+}
+
+static bool match_get(const char *path, match *m)
+{
+    const char *s = path;
+    memset(m, 0, sizeof *m);
+    if (!lit(&s, "/v1/models"))
+        return false;
+    const char *t = s;
+    if (*t == '/') {
+        t++;
+        if (segment(&t, &m->name) && version_or_label(t, false, m))
+            return true;
+    }
+    m->name = (span){NULL, 0};
+    return version_or_label(s, false, m);
+}
+
+bool tfs__route_is_api(const char *path)
+{
+    return strncasecmp(path, "/v1/", 4) == 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)tolower((unsigned char)c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+char *tfs__url_unescape(const char *s, size_t n)
+{
+    char *out = tfs_malloc(n + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
+            (lo = hexval(s[i + 2])) >= 0) {
+            out[o++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+static enum tfs_code parse_version(span v, int64_t *out, tfs_status *st)
+{
+    char buf[32];
+    if (v.n >= sizeof buf)
+        goto bad;
+    memcpy(buf, v.p, v.n);
+    buf[v.n] = 0;
+    errno = 0;
+    long long x = strtoll(buf, NULL, 10);
+    if (errno == ERANGE)
+        goto bad;
+    *out = (int64_t)x;
+    return TFS_OK;
+bad:
+    return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Failed to convert version: %.*s to numeric.",
+                   (int)v.n, v.p);
+}
+
+enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route *r,
+                               tfs_status *st)
+{
+    match         m;
+    tfs__route    out = {.version = -1};
+    enum tfs_code code;
+    bool       post = strcmp(method, "POST") == 0;
+    bool       get = strcmp(method, "GET") == 0;
+
+    memset(r, 0, sizeof *r);
+    r->version = -1;
+    if (post && match_post(path, &m)) {
+        /* The regex matched case-insensitively, but the verb is compared exactly. */
+        if (strncmp(m.tail.p, "predict", m.tail.n) == 0 && m.tail.n == 7)
+            out.kind = TFS__ROUTE_PREDICT;
+        else if (strncmp(m.tail.p, "classify", m.tail.n) == 0 && m.tail.n == 8)
+            out.kind = TFS__ROUTE_CLASSIFY;
+        else if (strncmp(m.tail.p, "regress", m.tail.n) == 0 && m.tail.n == 7)
+            out.kind = TFS__ROUTE_REGRESS;
+        else
+            goto malformed;
+        if (m.has_version && (code = parse_version(m.version, &out.version, st)) != TFS_OK)
+            return code;
+    } else if (get && match_get(path, &m)) {
+        out.kind = m.tail.n == 8 && strncmp(m.tail.p, "metadata", 8) == 0 ? TFS__ROUTE_METADATA
+                                                                          : TFS__ROUTE_STATUS;
+        if (m.name.n == 0)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing model name in request.");
+        if (m.has_version && (code = parse_version(m.version, &out.version, st)) != TFS_OK)
+            return code;
+    } else {
+        goto malformed;
+    }
+
+    out.name = tfs__url_unescape(m.name.p, m.name.n);
+    if (!out.name)
+        goto oom;
+    if (m.has_label) {
+        out.label = tfs__url_unescape(m.label.p, m.label.n);
+        if (!out.label)
+            goto oom;
+    }
+    *r = out;
+    tfs_status_clear(st);
+    return TFS_OK;
+
+malformed:
+    return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Malformed request: %s %s", method, path);
+oom:
+    tfs__route_deinit(&out);
+    return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory routing %s %s", method, path);
+}
+
+void tfs__route_deinit(tfs__route *r)
+{
+    if (!r)
+        return;
+    tfs_free(r->name);
+    tfs_free(r->label);
+    r->name = r->label = NULL;
+}

@@ -1,0 +1,190 @@
+/* server internals shared by the files of server/ and by tests/server: the output buffer and the
+ * JSON writer, base64, URL routing, the code -> HTTP status table, the JSON <-> tensor codecs, the
+ * status/metadata documents and the REST request processor. Not for use outside server/.
+ */
+#ifndef TFS_SERVER_SERVER_IMPL_H
+#define TFS_SERVER_SERVER_IMPL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server.h"
+
+/* ---- growable byte buffer (json-writer.c) --------------------------------------------------- */
+
+/* A byte string that grows with tfs_realloc. Out of memory is sticky (b->oom) so writers can
+ * append without checking every call and test once at the end. data is NUL-terminated when
+ * non-NULL. Zero-initialise (or tfs__buf_init) before use. */
+typedef struct tfs__buf {
+    char  *data;
+    size_t len;
+    size_t cap;
+    bool   oom;
+} tfs__buf;
+
+void tfs__buf_init(tfs__buf *b);
+void tfs__buf_deinit(tfs__buf *b);   /* frees data; NULL-safe */
+void tfs__buf_append(tfs__buf *b, const void *p, size_t n);
+void tfs__buf_puts(tfs__buf *b, const char *s);
+void tfs__buf_putc(tfs__buf *b, char c);
+void tfs__buf_printf(tfs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- JSON writer (json-writer.c) ------------------------------------------------------------ */
+
+/* Writes JSON the way rapidjson's PrettyWriter does (TF Serving's REST output): newline and
+ * `indent` spaces per level; in single-line mode array elements are separated by ", " on one
+ * line. Also used with indent 1 for the protobuf-JSON-style status and metadata documents. */
+typedef struct tfs__jw_level {
+    bool    in_array;
+    int64_t count;
+} tfs__jw_level;
+
+typedef struct tfs__jw {
+    tfs__buf      *out;          /* borrowed */
+    int            indent;
+    bool           single_line;  /* rapidjson kFormatSingleLineArray */
+    int            depth;
+    int            cap;
+    tfs__jw_level *levels;
+    tfs__jw_level  inline_levels[16];
+} tfs__jw;
+
+void tfs__jw_init(tfs__jw *w, tfs__buf *out, int indent);
+void tfs__jw_deinit(tfs__jw *w);
+void tfs__jw_begin_object(tfs__jw *w);
+void tfs__jw_end_object(tfs__jw *w);
+void tfs__jw_begin_array(tfs__jw *w);
+void tfs__jw_end_array(tfs__jw *w);
+void tfs__jw_key(tfs__jw *w, const char *key);
+void tfs__jw_string(tfs__jw *w, const char *s, size_t n);
+void tfs__jw_cstring(tfs__jw *w, const char *s);
+void tfs__jw_int(tfs__jw *w, int64_t v);
+void tfs__jw_uint(tfs__jw *w, uint64_t v);
+void tfs__jw_bool(tfs__jw *w, bool v);
+void tfs__jw_null(tfs__jw *w);
+void tfs__jw_float(tfs__jw *w, float v);     /* TF Serving's decimal text, see tfs__format_float */
+void tfs__jw_double(tfs__jw *w, double v);
+void tfs__jw_raw(tfs__jw *w, const char *text);   /* a value written as is (a number token) */
+/* Writes a jansson value (for error messages that quote the request). */
+void tfs__jw_json(tfs__jw *w, const json_t *v);
+/* Appends s escaped as a JSON string body (no quotes). */
+void tfs__json_escape(tfs__buf *b, const char *s, size_t n);
+
+/* TF Serving's float text: NaN, Infinity, -Infinity bare; otherwise printf %g (6 significant
+ * digits), or %.9g (float) / %.17g (double) when that does not read back as the same value, with
+ * ".0" appended when the text has neither '.' nor 'e'. 3 -> "3.0", 2.05f -> "2.05",
+ * 9000000 -> "9e+06", 0.00003 -> "3e-05". buf must hold 32 bytes; returns the length. */
+size_t tfs__format_float(float v, char *buf);
+size_t tfs__format_double(double v, char *buf);
+
+/* ---- base64 (base64.c) ---------------------------------------------------------------------- */
+
+/* Standard alphabet with '=' padding. */
+void tfs__base64_encode(tfs__buf *b, const void *data, size_t n);
+/* Decodes standard base64, padding optional, ASCII whitespace skipped. out must hold
+ * tfs__base64_decoded_max(n) bytes. Returns false on a character outside the alphabet, bad
+ * padding or a dangling single character. */
+size_t tfs__base64_decoded_max(size_t n);
+bool   tfs__base64_decode(const char *in, size_t n, char *out, size_t *out_len);
+
+/* ---- routes (route.c) ----------------------------------------------------------------------- */
+
+enum tfs__route_kind {
+    TFS__ROUTE_STATUS = 0,   /* GET  /v1/models/NAME[/versions/N|/labels/L] */
+    TFS__ROUTE_METADATA,     /* GET  /v1/models/NAME[/versions/N|/labels/L]/metadata */
+    TFS__ROUTE_PREDICT,      /* POST /v1/models/NAME[/versions/N|/labels/L]:predict */
+    TFS__ROUTE_CLASSIFY,
+    TFS__ROUTE_REGRESS,
+};
+
+typedef struct tfs__route {
+    enum tfs__route_kind kind;
+    char                *name;      /* URL-unescaped, owned */
+    int64_t              version;   /* -1 when absent */
+    char                *label;     /* URL-unescaped, owned; NULL when absent */
+} tfs__route;
+
+/* True when the path is handed to the API handler at all: (?i)/v1/.* ; anything else is the
+ * HTTP layer's plain 404. */
+bool tfs__route_is_api(const char *path);
+/* Matches TF Serving's two URL regexes. INVALID_ARGUMENT "Malformed request: METHOD PATH",
+ * "Failed to convert version: N to numeric.", "Missing model name in request.". *r is set (and
+ * owns its strings) only on success. */
+enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route *r,
+                               tfs_status *st);
+void tfs__route_deinit(tfs__route *r);
+/* %XX decoding (invalid escapes are kept as is). Caller owns the result; NULL on OOM. */
+char *tfs__url_unescape(const char *s, size_t n);
+
+/* ---- status codes (codes.c) ----------------------------------------------------------------- */
+
+/* TF Serving's ToHTTPStatusCode: the one canonical code -> HTTP status table. */
+int tfs__http_status(enum tfs_code code);
+
+/* ---- JSON <-> tensors (json-tensor.c, json-tensor-out.c) ------------------------------------ */
+
+enum tfs__json_format { TFS__JSON_ROW = 0, TFS__JSON_COLUMNAR = 1 };
+
+/* Routes jansson's allocations through tfs_malloc (once per process). */
+void tfs__json_init(void);
+
+/* Parses a request body. INVALID_ARGUMENT "JSON Parse error: The document is empty" /
+ * "JSON Parse error: <message> at offset: N" / "JSON Value: ... Is not object";
+ * RESOURCE_EXHAUSTED when out of memory. Caller owns *doc (json_decref). */
+enum tfs_code tfs__json_parse(const char *body, size_t len, json_t **doc, tfs_status *st);
+/* The optional "signature_name" of a request object (borrowed from doc; NULL when absent).
+ * INVALID_ARGUMENT when it is not a string. */
+enum tfs_code tfs__json_signature_name(const json_t *doc, const char **name, tfs_status *st);
+
+/* Decodes the "instances" (row) or "inputs" (columnar) of a predict request into one tensor per
+ * signature input, each with the signature's dtype. `sig_name` is the name the request gave (NULL
+ * when absent), used only in messages. On success *inputs is an array of *n_inputs tensors whose
+ * names are borrowed from sig; free it with tfs__named_tensors_free. INVALID_ARGUMENT with TF
+ * Serving's texts, UNIMPLEMENTED for input dtypes JSON cannot carry. */
+enum tfs_code tfs__json_decode_predict(const json_t *doc, const tfs_signature *sig,
+                                       const char *sig_name, enum tfs__json_format *fmt,
+                                       tfs_named_tensor **inputs, int *n_inputs, tfs_status *st);
+void tfs__named_tensors_free(tfs_named_tensor *t, int n);   /* unrefs tensors; NULL-safe */
+
+/* Writes {"predictions": ...} (row) or {"outputs": ...} (columnar) for the named output tensors
+ * (in the given order). INVALID_ARGUMENT "Tensor name: X has inconsistent batch size: ...",
+ * "... has no shape information ", "Failed to write JSON value for tensor type: T". */
+enum tfs_code tfs__json_encode_predict(enum tfs__json_format fmt, const tfs_named_tensor *outputs,
+                                       int n_outputs, tfs__buf *out, tfs_status *st);
+
+/* Writes TF Serving's error body {"error": "<msg>"}. */
+void tfs__json_error(tfs__buf *out, const char *msg);
+
+/* The text TF Serving uses for a JSON value inside an error message (rapidjson pretty form), cut
+ * to at most `max` bytes (with "..." appended when cut) so the rest of a message survives. */
+void tfs__json_value_text(const json_t *v, tfs__buf *out, size_t max);
+
+/* ---- status and metadata documents (json-meta.c) -------------------------------------------- */
+
+/* GetModelStatusResponse as protobuf's JSON printer writes it (snake_case, version as a string,
+ * state and error_code names). vs[0..n-1] in the order given (the loader's: newest first). */
+enum tfs_code tfs__json_model_status(const tfs_version_status *vs, int n, tfs__buf *out,
+                                     tfs_status *st);
+/* GetModelMetadataResponse for metadata_field "signature_def": model_spec {name, signature_name "",
+ * version} and metadata.signature_def.signature_def.{key: SignatureDef}. */
+enum tfs_code tfs__json_model_metadata(const char *model_name, int64_t version,
+                                       const tfs_signature *const *sigs, int n_sigs,
+                                       tfs__buf *out, tfs_status *st);
+
+/* ---- REST request processing (rest.c) ------------------------------------------------------- */
+
+typedef struct tfs__rest_response {
+    int         http_status;
+    const char *content_type;   /* static string */
+    tfs__buf    body;
+} tfs__rest_response;
+
+/* Answers one REST request completely (routing, model lookup, JSON decode, run, encode), as TF
+ * Serving's HttpRestApiHandler does. Never fails: errors become {"error": ...} bodies with the
+ * mapped status. resp->body must be released with tfs__buf_deinit. */
+void tfs__rest_process(tfs_loader *l, const char *method, const char *path, const char *body,
+                       size_t body_len, tfs__rest_response *resp);
+
+#endif

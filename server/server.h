@@ -1,0 +1,126 @@
+/* server: tfserve's front ends. The `tfserve` binary parses TensorFlow Serving's flags, builds a
+ * loader, serves the REST API of tensorflow_model_server on libmicrohttpd and waits for a signal.
+ *
+ *     tfs_server_flags f;
+ *     if (tfs_server_flags_parse(argc, argv, &f, &st) != TFS_OK) ...
+ *     tfs_rest_opts ro = tfs_rest_opts_default();
+ *     ro.port = f.rest_api_port;
+ *     tfs_rest *rest;
+ *     if (tfs_rest_start(loader, &ro, &rest, &st) != TFS_OK) ...
+ *     ... wait for SIGTERM ...
+ *     tfs_rest_stop(rest);
+ *     tfs_server_flags_deinit(&f);
+ *
+ * The service functions (tfs_service_*) are the protocol-neutral layer that every front end (REST
+ * now, gRPC later) calls: resolve a model spec to a servable and a signature, check and run the
+ * inputs of a Predict. Their error texts are TensorFlow Serving's, because clients grep them.
+ * Thread-safety: the service functions and tfs_rest_port may be called from any thread;
+ * tfs_rest_start/stop and the flag functions from the main thread.
+ */
+#ifndef TFS_SERVER_SERVER_H
+#define TFS_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "loader/loader.h"
+#include "runtime/runtime.h"
+
+/* ---- flags ---------------------------------------------------------------------------------- */
+
+/* tensorflow_model_server's flags that tfserve understands (syntax `--name=value`; bools may be
+ * bare). Strings are owned by the struct (tfs_server_flags_deinit frees them). */
+typedef struct tfs_server_flags {
+    int64_t            port;                   /* gRPC port, default 8500 (not served yet) */
+    int64_t            rest_api_port;          /* 0 = REST off (default) */
+    int64_t            rest_api_num_threads;   /* default 4 x online CPUs */
+    int64_t            rest_api_timeout_in_ms; /* default 30000; parsed and kept, not enforced yet */
+    char              *model_name;             /* default "default" */
+    char              *model_base_path;        /* required */
+    char              *saved_model_tags;       /* default "serve" */
+    enum tfs_log_level verbosity;              /* --verbosity=debug|info|warn|error, default info */
+    bool               version;                /* --version: print versions and exit 0 */
+    bool               help;                   /* --help: print usage and exit 0 */
+    int                n_unknown;              /* arguments that matched no flag (reported, ignored) */
+    char             **unknown;                /* borrowed from argv */
+} tfs_server_flags;
+
+/* Fills *f with the defaults, then applies argv[1..argc-1]. Unknown arguments are collected in
+ * f->unknown (TF Serving reports them and still starts). A value that does not parse for its flag
+ * is INVALID_ARGUMENT "Couldn't interpret value X for flag NAME." A missing --model_base_path is
+ * not checked here (--version and --help do not need it). On failure *f is still safe to deinit. */
+enum tfs_code tfs_server_flags_parse(int argc, char **argv, tfs_server_flags *f, tfs_status *st);
+void          tfs_server_flags_deinit(tfs_server_flags *f);   /* NULL-safe */
+/* Writes the usage text, generated from the flag table, to out. */
+void          tfs_server_flags_usage(FILE *out, const char *argv0);
+/* The text --version prints: "TensorFlow ModelServer: <v>\nTensorFlow Library: tfserve\n". */
+void          tfs_server_version(FILE *out);
+
+/* ---- service (protocol-neutral) ------------------------------------------------------------- */
+
+/* Which front end asks: the texts of some errors differ between REST and gRPC in TF Serving. */
+enum tfs_api { TFS_API_REST = 0, TFS_API_GRPC = 1 };
+
+/* What a request names: a model, a version (-1 = latest) or a label (NULL = none), a signature
+ * (NULL or "" = "serving_default"). All borrowed. */
+typedef struct tfs_model_spec {
+    const char *name;
+    int64_t     version;
+    const char *label;
+    const char *signature_name;
+} tfs_model_spec;
+
+/* A counted handle on the version the spec names. INVALID_ARGUMENT "ModelSpec has no name
+ * specified." for an empty name; otherwise the loader's NOT_FOUND / INVALID_ARGUMENT texts.
+ * Release *out with tfs_servable_release. */
+enum tfs_code tfs_service_acquire(tfs_loader *l, const tfs_model_spec *spec, tfs_servable **out,
+                                  tfs_status *st);
+
+/* The signature named `name` (NULL or "" = "serving_default") of a servable; borrowed, valid while
+ * the handle is held. Unknown: REST INVALID_ARGUMENT `Serving signature name: "S" not found in
+ * signature def`; gRPC FAILED_PRECONDITION `Serving signature key "S" not found.` */
+enum tfs_code tfs_service_signature(const tfs_servable *s, const char *name, enum tfs_api api,
+                                    const tfs_signature **out, tfs_status *st);
+
+/* Checks the named inputs against the signature as TF Serving's Predict does (input count, missing
+ * inputs without defaults, unknown names: INVALID_ARGUMENT with TF Serving's texts), refuses a
+ * signature that cannot run (sig->usable), then runs it. outputs[0..sig->n_outputs-1] are in
+ * signature order (sorted by alias); the caller owns them. */
+enum tfs_code tfs_service_run(const tfs_servable *s, const tfs_signature *sig,
+                              const tfs_named_tensor *inputs, int n_inputs, tfs_tensor **outputs,
+                              tfs_status *st);
+
+/* Predict in one call: acquire + signature + run. On success *servable (caller releases) and *sig
+ * (borrowed from it) say which version and signature answered; on failure both are NULL. */
+enum tfs_code tfs_service_predict(tfs_loader *l, const tfs_model_spec *spec, enum tfs_api api,
+                                  const tfs_named_tensor *inputs, int n_inputs,
+                                  tfs_servable **servable, const tfs_signature **sig,
+                                  tfs_tensor **outputs, tfs_status *st);
+
+/* ---- REST front end ------------------------------------------------------------------------- */
+
+typedef struct tfs_rest tfs_rest;
+
+typedef struct tfs_rest_opts {
+    int         port;            /* TCP port on 0.0.0.0; 0 = an ephemeral port (see tfs_rest_port) */
+    int         num_threads;     /* libmicrohttpd thread pool size, >= 1 */
+    int64_t     timeout_ms;      /* per-request run timeout (kept; not enforced yet) */
+    size_t      max_body_bytes;  /* larger request bodies get 413 */
+    const char *bind_address;    /* IPv4 literal, default "0.0.0.0" */
+} tfs_rest_opts;
+
+tfs_rest_opts tfs_rest_opts_default(void);
+
+/* Binds, listens and starts serving /v1/ on its own threads. UNAVAILABLE "could not bind
+ * 0.0.0.0:8501: Address already in use" (and similar) when the socket cannot be set up; INTERNAL
+ * when libmicrohttpd refuses to start. Keeps a pointer to the loader (which must outlive it).
+ * Caller owns *out. */
+enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest **out,
+                             tfs_status *st);
+int  tfs_rest_port(const tfs_rest *r);   /* the port actually bound */
+/* Stops accepting, finishes the requests in flight, frees. NULL-safe. */
+void tfs_rest_stop(tfs_rest *r);
+
+#endif

@@ -1,0 +1,24 @@
+/* test-runtime: the Check suites for runtime/. */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *suite_runtime_base(void);
+Suite *suite_runtime_tensor(void);
+Suite *suite_runtime_graph(void);
+Suite *suite_runtime_session(void);
+Suite *suite_runtime_kernels(void);
+Suite *suite_runtime_parsing(void);
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_runtime_base());
+    srunner_add_suite(sr, suite_runtime_tensor());
+    srunner_add_suite(sr, suite_runtime_graph());
+    srunner_add_suite(sr, suite_runtime_session());
+    srunner_add_suite(sr, suite_runtime_kernels());
+    srunner_add_suite(sr, suite_runtime_parsing());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,157 @@
+/* tensorflow_model_server's flag syntax (server/flags.c): defaults, `--name=value`, bare and
+ * explicit bools, values that do not parse, unknown arguments (reported, not fatal), --help text. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+static tfs_server_flags parse_ok(int argc, char **argv)
+{
+    tfs_server_flags f;
+    tfs_status       st;
+    ck_assert_msg(tfs_server_flags_parse(argc, argv, &f, &st) == TFS_OK, "%s", st.msg);
+    return f;
+}
+
+START_TEST(test_flags_defaults)
+{
+    char            *argv[] = {"tfserve"};
+    tfs_server_flags f = parse_ok(1, argv);
+    ck_assert_int_eq(f.port, 8500);
+    ck_assert_int_eq(f.rest_api_port, 0);
+    ck_assert_int_eq(f.rest_api_num_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert_int_eq(f.rest_api_timeout_in_ms, 30000);
+    ck_assert_str_eq(f.model_name, "default");
+    ck_assert_str_eq(f.model_base_path, "");
+    ck_assert_str_eq(f.saved_model_tags, "serve");
+    ck_assert_int_eq(f.verbosity, TFS_LOG_LEVEL_INFO);
+    ck_assert(!f.version && !f.help);
+    ck_assert_int_eq(f.n_unknown, 0);
+    tfs_server_flags_deinit(&f);
+}
+END_TEST
+
+START_TEST(test_flags_values)
+{
+    char *argv[] = {"tfserve", "--port=9000", "--rest_api_port=8501", "--model_name=half",
+                    "--model_base_path=/models/half", "--rest_api_num_threads=3",
+                    "--rest_api_timeout_in_ms=250", "--saved_model_tags=serve,gpu",
+                    "--verbosity=debug", "--model_name=last_wins"};
+    tfs_server_flags f = parse_ok(10, argv);
+    ck_assert_int_eq(f.port, 9000);
+    ck_assert_int_eq(f.rest_api_port, 8501);
+    ck_assert_int_eq(f.rest_api_num_threads, 3);
+    ck_assert_int_eq(f.rest_api_timeout_in_ms, 250);
+    ck_assert_str_eq(f.model_name, "last_wins");
+    ck_assert_str_eq(f.model_base_path, "/models/half");
+    ck_assert_str_eq(f.saved_model_tags, "serve,gpu");
+    ck_assert_int_eq(f.verbosity, TFS_LOG_LEVEL_DEBUG);
+    tfs_server_flags_deinit(&f);
+
+    char *argv2[] = {"tfserve", "--model_name=", "--verbosity=WARN"};
+    f = parse_ok(3, argv2);
+    ck_assert_str_eq(f.model_name, "");   /* an empty string is a value */
+    ck_assert_int_eq(f.verbosity, TFS_LOG_LEVEL_WARN);
+    tfs_server_flags_deinit(&f);
+}
+END_TEST
+
+START_TEST(test_flags_bools)
+{
+    char            *a1[] = {"tfserve", "--version"};
+    tfs_server_flags f = parse_ok(2, a1);
+    ck_assert(f.version);
+    tfs_server_flags_deinit(&f);
+    char *a2[] = {"tfserve", "--version=true", "--version=false"};
+    f = parse_ok(3, a2);
+    ck_assert(!f.version);
+    tfs_server_flags_deinit(&f);
+    char *a3[] = {"tfserve", "--help=1"};
+    f = parse_ok(2, a3);
+    ck_assert(f.help);
+    tfs_server_flags_deinit(&f);
+}
+END_TEST
+
+START_TEST(test_flags_bad_values)
+{
+    struct {
+        const char *arg, *msg;
+    } cases[] = {
+        {"--port=abc", "Couldn't interpret value abc for flag port."},
+        {"--port=", "Couldn't interpret value  for flag port."},
+        {"--rest_api_port=12x", "Couldn't interpret value 12x for flag rest_api_port."},
+        {"--port=99999999999999999999", "Couldn't interpret value 99999999999999999999 for flag port."},
+        {"--version=yes", "Couldn't interpret value yes for flag version."},
+        {"--verbosity=loud", "Couldn't interpret value loud for flag verbosity."},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char            *argv[] = {"tfserve", (char *)cases[i].arg};
+        tfs_server_flags f;
+        tfs_status       st;
+        ck_assert_int_eq(tfs_server_flags_parse(2, argv, &f, &st), TFS_INVALID_ARGUMENT);
+        ck_assert_str_eq(st.msg, cases[i].msg);
+        tfs_server_flags_deinit(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_flags_unknown_arguments)
+{
+    /* reported and ignored: a non-bool flag without "=", a flag we lack, a single dash, a word */
+    char *argv[] = {"tfserve", "--model_name", "--enable_batching", "-port=1", "extra",
+                    "--rest_api_port=8501"};
+    tfs_server_flags f = parse_ok(6, argv);
+    ck_assert_int_eq(f.n_unknown, 4);
+    ck_assert_str_eq(f.unknown[0], "--model_name");
+    ck_assert_str_eq(f.unknown[1], "--enable_batching");
+    ck_assert_str_eq(f.unknown[2], "-port=1");
+    ck_assert_str_eq(f.unknown[3], "extra");
+    ck_assert_int_eq(f.rest_api_port, 8501);
+    ck_assert_str_eq(f.model_name, "default");
+    tfs_server_flags_deinit(&f);
+}
+END_TEST
+
+START_TEST(test_flags_usage_and_version)
+{
+    char  *text = NULL;
+    size_t len = 0;
+    FILE  *out = open_memstream(&text, &len);
+    tfs_server_flags_usage(out, "tfserve");
+    fclose(out);
+    const char *names[] = {"--port=8500", "--rest_api_port=0", "--rest_api_num_threads=",
+                           "--rest_api_timeout_in_ms=30000", "--model_name=default",
+                           "--model_base_path=", "--saved_model_tags=serve", "--verbosity=info",
+                           "--version=false", "--help=false"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(strstr(text, names[i]), "usage lacks %s:\n%s", names[i], text);
+    free(text);
+
+    out = open_memstream(&text, &len);
+    tfs_server_version(out);
+    fclose(out);
+    ck_assert_msg(strncmp(text, "TensorFlow ModelServer: ", 24) == 0, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "\nTensorFlow Library: tfserve\n"));
+    free(text);
+}
+END_TEST
+
+Suite *suite_server_flags(void);
+Suite *suite_server_flags(void)
+{
+    Suite *s = suite_create("flags");
+    TCase *tc = tcase_create("parse");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_flags_defaults);
+    tcase_add_test(tc, test_flags_values);
+    tcase_add_test(tc, test_flags_bools);
+    tcase_add_test(tc, test_flags_bad_values);
+    tcase_add_test(tc, test_flags_unknown_arguments);
+    tcase_add_test(tc, test_flags_usage_and_version);
+    suite_add_tcase(s, tc);
+    return s;
+}

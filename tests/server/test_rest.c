@@ -1,0 +1,226 @@
+/* The REST handler with a real loader (server/rest.c) and the HTTP layer on a real socket
+ * (server/http.c), in process, serving the bundled demo model half_plus_two (y = 0.5 x + 2,
+ * written at build time into <build>/models/half_plus_two/1). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server-impl.h"
+#include "tests/support/tfs-proc.h"
+#include "tests/support/tfs-test.h"
+
+static tfs_loader *loader;
+
+static void setup(void)
+{
+    char            base[4096];
+    tfs_status      st;
+    snprintf(base, sizeof base, "%s/models/half_plus_two", TFS_BINARY_DIR);
+    tfs_model_config mc = {"half_plus_two", base};
+    ck_assert_msg(tfs_loader_new(&mc, 1, NULL, &loader, &st) == TFS_OK, "%s", st.msg);
+}
+
+static void teardown(void)
+{
+    tfs_loader_free(loader);
+    loader = NULL;
+}
+
+static void expect_json_text(const char *got_text, const char *want)
+{
+    json_error_t err;
+    json_t      *got = json_loads(got_text, 0, &err), *exp = json_loads(want, 0, &err);
+    ck_assert_msg(got != NULL, "not JSON (%s): %s", err.text, got_text);
+    ck_assert_msg(exp != NULL, "bad expected JSON (%s)", err.text);
+    ck_assert_msg(json_equal(got, exp), "got %s\nwant %s", got_text, want);
+    json_decref(got);
+    json_decref(exp);
+}
+
+/* Runs one request through rest.c and checks status and body (as JSON). */
+static void expect(const char *method, const char *path, const char *body, int status,
+                   const char *want)
+{
+    tfs__rest_response r;
+    tfs__rest_process(loader, method, path, body, body ? strlen(body) : 0, &r);
+    ck_assert_msg(r.http_status == status, "%s %s: %d, want %d: %s", method, path, r.http_status,
+                  status, r.body.data);
+    expect_json_text(r.body.data, want);
+    tfs__buf_deinit(&r.body);
+}
+
+static void expect_error(const char *method, const char *path, const char *body, int status,
+                         const char *msg)
+{
+    char want[2048];
+    snprintf(want, sizeof want, "{\"error\": \"%s\"}", msg);
+    expect(method, path, body, status, want);
+}
+
+START_TEST(test_rest_predict)
+{
+    tfs__rest_response r;
+    const char        *body = "{\"instances\": [1.0, 2.0, 5.0]}";
+    tfs__rest_process(loader, "POST", "/v1/models/half_plus_two:predict", body, strlen(body), &r);
+    ck_assert_int_eq(r.http_status, 200);
+    ck_assert_str_eq(r.content_type, "application/json");
+    ck_assert_str_eq(r.body.data, "{\n    \"predictions\": [2.5, 3.0, 4.5\n    ]\n}");
+    tfs__buf_deinit(&r.body);
+    expect("POST", "/v1/models/half_plus_two/versions/1:predict", "{\"inputs\": {\"x\": [0, -4]}}",
+           200, "{\"outputs\": [2.0, 0.0]}");
+    expect("POST", "/V1/Models/half_plus_two:predict",
+           "{\"signature_name\": \"serving_default\", \"inputs\": 3}", 200, "{\"outputs\": 3.5}");
+}
+END_TEST
+
+START_TEST(test_rest_status_and_metadata)
+{
+    const char *status = "{\"model_version_status\": [{\"version\": \"1\", \"state\": \"AVAILABLE\","
+                         " \"status\": {\"error_code\": \"OK\", \"error_message\": \"\"}}]}";
+    expect("GET", "/v1/models/half_plus_two", NULL, 200, status);
+    expect("GET", "/v1/models/half_plus_two/versions/1", NULL, 200, status);
+    expect("GET", "/v1/models/half_plus_two/labels/anything", NULL, 200, status);
+    expect("GET", "/v1/models/half_plus_two/metadata", NULL, 200,
+           "{\"model_spec\": {\"name\": \"half_plus_two\", \"signature_name\": \"\", \"version\": \"1\"},"
+           " \"metadata\": {\"signature_def\": {\"signature_def\": {\"serving_default\": {"
+           "  \"inputs\": {\"x\": {\"dtype\": \"DT_FLOAT\", \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
+           "   \"name\": \"\"}], \"unknown_rank\": false}, \"name\": \"x:0\"}},"
+           "  \"outputs\": {\"y\": {\"dtype\": \"DT_FLOAT\", \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
+           "   \"name\": \"\"}], \"unknown_rank\": false}, \"name\": \"y:0\"}},"
+           "  \"method_name\": \"tensorflow/serving/predict\", \"defaults\": {}}}}}}");
+}
+END_TEST
+
+START_TEST(test_rest_errors)
+{
+    expect_error("POST", "/v1/models/nope:predict", "{\"instances\": [1]}", 404,
+                 "Servable not found for request: Latest(nope)");
+    expect_error("POST", "/v1/models/half_plus_two/versions/7:predict", "{\"instances\": [1]}", 404,
+                 "Servable not found for request: Specific(half_plus_two, 7)");
+    expect_error("GET", "/v1/models/nope", NULL, 404, "Could not find any versions of model nope");
+    expect_error("GET", "/v1/models/half_plus_two/versions/7", NULL, 404,
+                 "Could not find version 7 of model half_plus_two");
+    expect_error("GET", "/v1/models/nope/metadata", NULL, 404,
+                 "Servable not found for request: Latest(nope)");
+    expect_error("POST", "/v1/models/half_plus_two:predict",
+                 "{\"signature_name\": \"nope\", \"instances\": [1]}", 400,
+                 "Serving signature name: \\\"nope\\\" not found in signature def");
+    /* JSON errors come before the model lookup */
+    expect_error("POST", "/v1/models/nope:predict", "", 400,
+                 "JSON Parse error: The document is empty");
+    expect_error("POST", "/v1/models/half_plus_two:predict", "{\"instances\": [{\"z\": 1}]}", 400,
+                 "Failed to process element: 0 key: z of 'instances' list. Error: "
+                 "INVALID_ARGUMENT: JSON object: does not have named input: z");
+    expect_error("POST", "/v1/models/half_plus_two:classify", "{\"examples\": []}", 501,
+                 "The classify API is not implemented by tfserve yet");
+}
+END_TEST
+
+/* ---- over HTTP ------------------------------------------------------------------------------ */
+
+static tfs_rest *start_rest(size_t max_body)
+{
+    tfs_rest_opts o = tfs_rest_opts_default();
+    tfs_rest     *r;
+    tfs_status    st;
+    o.port = 0;
+    o.num_threads = 2;
+    o.bind_address = "127.0.0.1";
+    if (max_body)
+        o.max_body_bytes = max_body;
+    ck_assert_msg(tfs_rest_start(loader, &o, &r, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_gt(tfs_rest_port(r), 0);
+    return r;
+}
+
+START_TEST(test_rest_http)
+{
+    tfs_rest      *rest = start_rest(0);
+    int            port = tfs_rest_port(rest);
+    tfs_http_reply r = tfs_http(port, "POST", "/v1/models/half_plus_two:predict",
+                                "{\"instances\": [1.0, 2.0, 5.0]}");
+    ck_assert_int_eq(r.status, 200);
+    expect_json_text(r.body, "{\"predictions\": [2.5, 3.0, 4.5]}");
+    ck_assert_msg(strcasestr(r.headers, "Content-Type: application/json"), "%s", r.headers);
+    tfs_http_reply_free(&r);
+
+    /* the raw path is routed and only the name unescaped: %5F works, an escaped ':' does not */
+    r = tfs_http(port, "POST", "/v1/models/half%5Fplus%5Ftwo:predict", "{\"inputs\": [0]}");
+    ck_assert_int_eq(r.status, 200);
+    expect_json_text(r.body, "{\"outputs\": [2.0]}");
+    tfs_http_reply_free(&r);
+    r = tfs_http(port, "POST", "/v1/models/half_plus_two%3Apredict", "{\"inputs\": [0]}");
+    ck_assert_int_eq(r.status, 400);
+    expect_json_text(r.body, "{\"error\": \"Malformed request: POST /v1/models/half_plus_two%3Apredict\"}");
+    tfs_http_reply_free(&r);
+
+    /* outside /v1/: the HTTP layer's plain 404 */
+    r = tfs_http(port, "GET", "/", NULL);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_msg(strcasestr(r.headers, "Content-Type: text/html"), "%s", r.headers);
+    tfs_http_reply_free(&r);
+
+    r = tfs_http(port, "GET", "/v1/models/half_plus_two", NULL);
+    ck_assert_int_eq(r.status, 200);
+    tfs_http_reply_free(&r);
+    tfs_rest_stop(rest);
+}
+END_TEST
+
+START_TEST(test_rest_http_body_limit)
+{
+    tfs_rest      *rest = start_rest(64);
+    int            port = tfs_rest_port(rest);
+    char           big[256];
+    memset(big, ' ', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    memcpy(big, "{\"instances\": [1]}", 18);
+    tfs_http_reply r = tfs_http(port, "POST", "/v1/models/half_plus_two:predict", big);
+    ck_assert_int_eq(r.status, 413);
+    expect_json_text(r.body, "{\"error\": \"Request body of 255 bytes exceeds the limit of 64 bytes\"}");
+    tfs_http_reply_free(&r);
+    /* a small body still passes */
+    r = tfs_http(port, "POST", "/v1/models/half_plus_two:predict", "{\"instances\": [1]}");
+    ck_assert_int_eq(r.status, 200);
+    tfs_http_reply_free(&r);
+    tfs_rest_stop(rest);
+}
+END_TEST
+
+START_TEST(test_rest_bind_error)
+{
+    tfs_rest     *a = start_rest(0), *b = NULL;
+    tfs_rest_opts o = tfs_rest_opts_default();
+    tfs_status    st;
+    o.port = tfs_rest_port(a);
+    o.bind_address = "127.0.0.1";
+    ck_assert_int_eq(tfs_rest_start(loader, &o, &b, &st), TFS_UNAVAILABLE);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(st.msg, "could not bind the REST API to 127.0.0.1:") &&
+                      strstr(st.msg, "Address already in use"),
+                  "%s", st.msg);
+    tfs_rest_stop(a);
+}
+END_TEST
+
+Suite *suite_server_rest(void);
+Suite *suite_server_rest(void)
+{
+    Suite *s = suite_create("rest");
+    TCase *tc = tcase_create("handler");
+    tcase_set_timeout(tc, 30);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_rest_predict);
+    tcase_add_test(tc, test_rest_status_and_metadata);
+    tcase_add_test(tc, test_rest_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("http");
+    tcase_set_timeout(tc, 30);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_rest_http);
+    tcase_add_test(tc, test_rest_http_body_limit);
+    tcase_add_test(tc, test_rest_bind_error);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,215 @@
+/* URL grammar of the REST API (server/route.c), the code -> HTTP status table (codes.c) and the
+ * answers rest.c gives before it needs a model: TF Serving's regexes, matched case-insensitively,
+ * with its exact texts for malformed requests. */
+#include <check.h>
+#include <string.h>
+
+#include "server/server-impl.h"
+
+/* Parses and asserts success; the caller deinits. */
+static tfs__route ok(const char *method, const char *path)
+{
+    tfs__route r;
+    tfs_status st;
+    ck_assert_msg(tfs__route_parse(method, path, &r, &st) == TFS_OK, "%s %s: %s", method, path,
+                  st.msg);
+    return r;
+}
+
+static void bad(const char *method, const char *path, const char *msg)
+{
+    tfs__route r;
+    tfs_status st;
+    ck_assert_int_eq(tfs__route_parse(method, path, &r, &st), TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(st.code, TFS_INVALID_ARGUMENT);
+    ck_assert_str_eq(st.msg, msg);
+}
+
+START_TEST(test_route_predict_forms)
+{
+    tfs__route r = ok("POST", "/v1/models/half_plus_two:predict");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_PREDICT);
+    ck_assert_str_eq(r.name, "half_plus_two");
+    ck_assert_int_eq(r.version, -1);
+    ck_assert_ptr_null(r.label);
+    tfs__route_deinit(&r);
+
+    r = ok("POST", "/v1/models/m/versions/00000123:predict");
+    ck_assert_str_eq(r.name, "m");
+    ck_assert_int_eq(r.version, 123);
+    tfs__route_deinit(&r);
+
+    r = ok("POST", "/v1/models/m/labels/stable:classify");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_CLASSIFY);
+    ck_assert_str_eq(r.label, "stable");
+    ck_assert_int_eq(r.version, -1);
+    tfs__route_deinit(&r);
+
+    r = ok("POST", "/v1/models/m:regress");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_REGRESS);
+    tfs__route_deinit(&r);
+}
+END_TEST
+
+START_TEST(test_route_case_insensitive)
+{
+    /* The literals match in any case; the verb must then be lower case exactly. */
+    tfs__route r = ok("POST", "/V1/MODELS/Mixed/VERSIONS/7:predict");
+    ck_assert_str_eq(r.name, "Mixed");
+    ck_assert_int_eq(r.version, 7);
+    tfs__route_deinit(&r);
+    r = ok("GET", "/v1/Models/m/Labels/L");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_STATUS);
+    ck_assert_str_eq(r.label, "L");
+    tfs__route_deinit(&r);
+    bad("POST", "/v1/models/m:PREDICT", "Malformed request: POST /v1/models/m:PREDICT");
+    /* "/METADATA" matches the regex but is not "metadata": a status request, as in TF Serving */
+    r = ok("GET", "/v1/models/m/METADATA");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_STATUS);
+    ck_assert_str_eq(r.name, "m");
+    tfs__route_deinit(&r);
+}
+END_TEST
+
+START_TEST(test_route_get_forms)
+{
+    tfs__route r = ok("GET", "/v1/models/m");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_STATUS);
+    ck_assert_int_eq(r.version, -1);
+    tfs__route_deinit(&r);
+    r = ok("GET", "/v1/models/m/versions/3");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_STATUS);
+    ck_assert_int_eq(r.version, 3);
+    tfs__route_deinit(&r);
+    r = ok("GET", "/v1/models/m/metadata");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_METADATA);
+    ck_assert_str_eq(r.name, "m");
+    tfs__route_deinit(&r);
+    r = ok("GET", "/v1/models/m/versions/3/metadata");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_METADATA);
+    ck_assert_int_eq(r.version, 3);
+    tfs__route_deinit(&r);
+    r = ok("GET", "/v1/models/m/labels/canary/metadata");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_METADATA);
+    ck_assert_str_eq(r.label, "canary");
+    tfs__route_deinit(&r);
+    /* The regex takes "metadata" as the model name when it is the only segment. */
+    r = ok("GET", "/v1/models/metadata");
+    ck_assert_int_eq(r.kind, TFS__ROUTE_STATUS);
+    ck_assert_str_eq(r.name, "metadata");
+    tfs__route_deinit(&r);
+}
+END_TEST
+
+START_TEST(test_route_unescape)
+{
+    tfs__route r = ok("POST", "/v1/models/half%5Fplus%5ftwo/labels/a%2Fb:predict");
+    ck_assert_str_eq(r.name, "half_plus_two");
+    ck_assert_str_eq(r.label, "a/b");
+    tfs__route_deinit(&r);
+    /* a broken escape is kept as written */
+    r = ok("GET", "/v1/models/a%zzb%4");
+    ck_assert_str_eq(r.name, "a%zzb%4");
+    tfs__route_deinit(&r);
+}
+END_TEST
+
+START_TEST(test_route_errors)
+{
+    bad("GET", "/v1/models", "Missing model name in request.");
+    bad("GET", "/v1/models/versions/3", "Missing model name in request.");
+    bad("GET", "/v1/models/labels/x/metadata", "Missing model name in request.");
+    bad("GET", "/v1/models/m/versions/99999999999999999999",
+        "Failed to convert version: 99999999999999999999 to numeric.");
+    bad("POST", "/v1/models/m/versions/99999999999999999999:predict",
+        "Failed to convert version: 99999999999999999999 to numeric.");
+    bad("PUT", "/v1/models/m:predict", "Malformed request: PUT /v1/models/m:predict");
+    bad("DELETE", "/v1/models/m", "Malformed request: DELETE /v1/models/m");
+    bad("GET", "/v1/models/m:predict", "Malformed request: GET /v1/models/m:predict");
+    bad("POST", "/v1/models/m", "Malformed request: POST /v1/models/m");
+    bad("POST", "/v1/models/m:explain", "Malformed request: POST /v1/models/m:explain");
+    bad("POST", "/v1/models/m/versions/1/labels/x:predict",
+        "Malformed request: POST /v1/models/m/versions/1/labels/x:predict");
+    bad("GET", "/v1/models/m/versions/x", "Malformed request: GET /v1/models/m/versions/x");
+    bad("GET", "/v1/models/m/extra", "Malformed request: GET /v1/models/m/extra");
+    bad("POST", "/v1/models/:predict", "Malformed request: POST /v1/models/:predict");
+    bad("GET", "/v1/other", "Malformed request: GET /v1/other");
+}
+END_TEST
+
+START_TEST(test_route_is_api)
+{
+    ck_assert(tfs__route_is_api("/v1/models/m"));
+    ck_assert(tfs__route_is_api("/V1/"));
+    ck_assert(!tfs__route_is_api("/v1"));
+    ck_assert(!tfs__route_is_api("/"));
+    ck_assert(!tfs__route_is_api("/v2/models/m"));
+}
+END_TEST
+
+START_TEST(test_route_http_status_table)
+{
+    ck_assert_int_eq(tfs__http_status(TFS_OK), 200);
+    ck_assert_int_eq(tfs__http_status(TFS_CANCELLED), 499);
+    ck_assert_int_eq(tfs__http_status(TFS_UNKNOWN), 500);
+    ck_assert_int_eq(tfs__http_status(TFS_INVALID_ARGUMENT), 400);
+    ck_assert_int_eq(tfs__http_status(TFS_DEADLINE_EXCEEDED), 504);
+    ck_assert_int_eq(tfs__http_status(TFS_NOT_FOUND), 404);
+    ck_assert_int_eq(tfs__http_status(TFS_ALREADY_EXISTS), 409);
+    ck_assert_int_eq(tfs__http_status(TFS_PERMISSION_DENIED), 403);
+    ck_assert_int_eq(tfs__http_status(TFS_RESOURCE_EXHAUSTED), 429);
+    ck_assert_int_eq(tfs__http_status(TFS_FAILED_PRECONDITION), 400);
+    ck_assert_int_eq(tfs__http_status(TFS_ABORTED), 409);
+    ck_assert_int_eq(tfs__http_status(TFS_OUT_OF_RANGE), 400);
+    ck_assert_int_eq(tfs__http_status(TFS_UNIMPLEMENTED), 501);
+    ck_assert_int_eq(tfs__http_status(TFS_INTERNAL), 500);
+    ck_assert_int_eq(tfs__http_status(TFS_UNAVAILABLE), 503);
+    ck_assert_int_eq(tfs__http_status(TFS_DATA_LOSS), 500);
+    ck_assert_int_eq(tfs__http_status(TFS_UNAUTHENTICATED), 401);
+}
+END_TEST
+
+/* rest.c answers these before it looks at any model, so no loader is needed. */
+START_TEST(test_route_rest_answers_without_model)
+{
+    tfs__rest_response resp;
+    tfs__rest_process(NULL, "GET", "/index.html", NULL, 0, &resp);
+    ck_assert_int_eq(resp.http_status, 404);
+    ck_assert_str_eq(resp.content_type, "text/html");
+    tfs__buf_deinit(&resp.body);
+
+    tfs__rest_process(NULL, "PATCH", "/v1/models/m", "", 0, &resp);
+    ck_assert_int_eq(resp.http_status, 400);
+    ck_assert_str_eq(resp.content_type, "application/json");
+    json_t *j = json_loads(resp.body.data, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_object_size(j), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "error")),
+                     "Malformed request: PATCH /v1/models/m");
+    json_decref(j);
+    tfs__buf_deinit(&resp.body);
+
+    tfs__rest_process(NULL, "GET", "/v1/models", "", 0, &resp);
+    ck_assert_int_eq(resp.http_status, 400);
+    ck_assert_str_eq(resp.body.data, "{\n    \"error\": \"Missing model name in request.\"\n}");
+    tfs__buf_deinit(&resp.body);
+}
+END_TEST
+
+Suite *suite_server_route(void);
+Suite *suite_server_route(void)
+{
+    Suite *s = suite_create("route");
+    TCase *tc = tcase_create("grammar");
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_route_predict_forms);
+    tcase_add_test(tc, test_route_case_insensitive);
+    tcase_add_test(tc, test_route_get_forms);
+    tcase_add_test(tc, test_route_unescape);
+    tcase_add_test(tc, test_route_errors);
+    tcase_add_test(tc, test_route_is_api);
+    tcase_add_test(tc, test_route_http_status_table);
+    tcase_add_test(tc, test_route_rest_answers_without_model);
+    suite_add_tcase(s, tc);
+    return s;
+}
