@@ -386,11 +386,11 @@ static void remove_tree(const char *dir)
     static const char *const files[] = {"saved_model.pb", "variables/variables.index",
                                         "variables/variables.data-00000-of-00001"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
+        if (snprintf(path, sizeof path, "%s/%s", dir, files[i]) < (int)sizeof path)
+            unlink(path);
     }
-    snprintf(path, sizeof path, "%s/variables", dir);
-    rmdir(path);
+    if (snprintf(path, sizeof path, "%s/variables", dir) < (int)sizeof path)
+        rmdir(path);
     rmdir(dir);
 }
 

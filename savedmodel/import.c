@@ -183,7 +183,7 @@ static enum tfs_code translate_input(const importer *im, const Tensorflow__Funct
     if (!nd)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "function %s: input '%s' names no node",
                        f->signature->name, text);
-    int64_t flat;
+    int64_t flat = 0;
     if (output_index(im, nd, arg, idx, &flat, st) != TFS_OK)
         return st ? st->code : TFS_INVALID_ARGUMENT;
     char buf[64];

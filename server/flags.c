@@ -1,9 +1,9 @@
 /* tfserve's command line: the subset of tensorflow_model_server's flags we implement, in
  * TensorFlow's flag syntax (tensorflow/core/util/command_line_flags.cc): `--name=value` only (no
- * space-separated values), bools also bare (`--version`) or `=true/false/1/0`. A value that does not
- * parse is an error; an argument that matches no flag is collected and reported, and the server
- * still starts, as tensorflow_model_server does. One static table drives parsing, defaults and
- * --help.
+ * space-separated values), bools also bare (`--version`) or `=true/false/1/0`. A value that
+ * does not parse is an error; an argument that matches no flag is collected and reported, and the
+ * server still starts, as tensorflow_model_server does. One static table drives parsing, defaults
+ * and --help.
  */
 #include <errno.h>
 #include <stddef.h>

@@ -42,6 +42,7 @@ typedef struct http_call {
     char  *body;
     size_t len;
     size_t cap;
+    size_t declared;   /* Content-Length, 0 when absent (chunked) */
     bool   too_big;
     bool   answered;
 } http_call;
@@ -116,7 +117,8 @@ static bool append_body(http_call *c, const char *data, size_t n, size_t max)
     if (n > max - c->len)
         return false;
     if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap : 4096;
+        /* The declared length is the whole body: one allocation for the common case. */
+        size_t cap = c->cap ? c->cap : c->declared > n ? c->declared : 4096;
         while (cap < c->len + n)
             cap *= 2;
         if (cap > max)
@@ -151,6 +153,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
         if (declared > r->opts.max_body_bytes)
             return respond_too_big(conn, r, c, declared);
+        c->declared = (size_t)declared;
         return MHD_YES;
     }
     if (*upload_data_size) {

@@ -24,9 +24,16 @@
 /* How much of a request value is quoted in an error message. */
 #define VALUE_TEXT_MAX 256
 
+/* Set when an allocation jansson asked for failed on this thread: jansson often reports that as
+ * a syntax error, which must not reach the client as INVALID_ARGUMENT. */
+static _Thread_local bool json_alloc_failed;
+
 static void *json_alloc(size_t n)
 {
-    return tfs_malloc(n);
+    void *p = tfs_malloc(n);
+    if (!p)
+        json_alloc_failed = true;
+    return p;
 }
 
 static void json_release(void *p)
@@ -133,10 +140,11 @@ enum tfs_code tfs__json_parse(const char *body, size_t len, json_t **doc, tfs_st
                        "JSON Parse error: The document is empty. at offset: %zu", len);
     /* Like rapidjson, stop after the first complete value and accept any top-level value here,
      * so that a non-object gets TF Serving's own message below. */
+    json_alloc_failed = false;
     json_t *v = json_loadb(body, len, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL,
                            &err);
     if (!v) {
-        if (json_error_code(&err) == json_error_out_of_memory)
+        if (json_alloc_failed || json_error_code(&err) == json_error_out_of_memory)
             return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory parsing a %zu-byte request",
                            len);
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "JSON Parse error: %s at offset: %d", err.text,
@@ -158,7 +166,8 @@ enum tfs_code tfs__json_signature_name(const json_t *doc, const char **name, tfs
     *name = NULL;
     if (v && !json_is_string(v))
         return value_error(st, TFS_INVALID_ARGUMENT, doc,
-                           " not formatted correctly. 'signature_name' key must be a string value.");
+                           " not formatted correctly. 'signature_name' key must be a string "
+                           "value.");
     if (v)
         *name = json_string_value(v);
     tfs_status_clear(st);
@@ -295,7 +304,8 @@ static enum tfs_code walk_value(const json_t *v, int level, walk *w, tfs_status 
     if (!json_is_array(v)) {
         if (level != w->rank)
             return value_error(st, TFS_INVALID_ARGUMENT, v,
-                               " found at incorrect level: %d in the JSON DOM. Expected at level: %d",
+                               " found at incorrect level: %d in the JSON DOM. Expected at "
+                               "level: %d",
                                level + 1, w->rank);
         if (json_is_object(v))
             code = w->dtype == TFS_DTYPE_STRING ? add_b64(v, w, st) : type_error(st, v, w->dtype);

@@ -349,10 +349,10 @@ void tfs__jw_json(tfs__jw *w, const json_t *v)
         json_t     *x;
         tfs__jw_begin_object(w);
         json_object_foreach((json_t *)v, k, x) {
+            if (w->out->oom || (w->stop_at && w->out->len > w->stop_at))
+                break;
             tfs__jw_key(w, k);
             tfs__jw_json(w, x);
-            if (w->out->oom)
-                break;
         }
         tfs__jw_end_object(w);
         break;
@@ -362,9 +362,9 @@ void tfs__jw_json(tfs__jw *w, const json_t *v)
         json_t *x;
         tfs__jw_begin_array(w);
         json_array_foreach(v, i, x) {
-            tfs__jw_json(w, x);
-            if (w->out->oom)
+            if (w->out->oom || (w->stop_at && w->out->len > w->stop_at))
                 break;
+            tfs__jw_json(w, x);
         }
         tfs__jw_end_array(w);
         break;
@@ -401,6 +401,7 @@ void tfs__json_value_text(const json_t *v, tfs__buf *out, size_t max)
     tfs__buf_init(&tmp);
     tfs__jw w;
     tfs__jw_init(&w, &tmp, 4);
+    w.stop_at = max;   /* a quoted 64 MiB request is cut anyway: do not print all of it */
     tfs__jw_json(&w, v);
     tfs__jw_deinit(&w);
     if (tmp.oom) {

@@ -108,7 +108,8 @@ int main(int argc, char **argv)
             rc = start_error(&st);
             goto done;
         }
-        TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...", tfs_rest_port(rest));
+        TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...",
+                     tfs_rest_port(rest));
     } else {
         TFS_LOG_WARN(LOG_MODULE, "no API is served: pass --rest_api_port to serve the REST API");
     }

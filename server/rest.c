@@ -15,7 +15,8 @@
 #include "server/server-impl.h"
 
 static const char not_found_html[] =
-    "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n</BODY></HTML>\n";
+    "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n"
+    "<H1>Not Found</H1>\n</BODY></HTML>\n";
 
 static void fail(tfs__rest_response *resp, const tfs_status *st)
 {

@@ -1,8 +1,9 @@
 /* URL routing of the REST API, by hand instead of with a regex library. TF Serving matches the
  * request path (case-insensitively, as a full match) against two regexes:
  *
- *   POST  /v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)
- *   GET   /v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:\/(metadata))?
+ *   POST /v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?
+ *          :(classify|regress|predict)
+ *   GET  /v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:\/(metadata))?
  *
  * The matcher below tries the alternatives in the regex engine's priority order (optional groups
  * present before absent, versions before labels), so odd paths resolve as they do in TF Serving:

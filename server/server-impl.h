@@ -45,6 +45,7 @@ typedef struct tfs__jw {
     tfs__buf      *out;          /* borrowed */
     int            indent;
     bool           single_line;  /* rapidjson kFormatSingleLineArray */
+    size_t         stop_at;      /* tfs__jw_json stops past this output length; 0: never */
     int            depth;
     int            cap;
     tfs__jw_level *levels;

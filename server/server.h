@@ -36,14 +36,14 @@ typedef struct tfs_server_flags {
     int64_t            port;                   /* gRPC port, default 8500 (not served yet) */
     int64_t            rest_api_port;          /* 0 = REST off (default) */
     int64_t            rest_api_num_threads;   /* default 4 x online CPUs */
-    int64_t            rest_api_timeout_in_ms; /* default 30000; parsed and kept, not enforced yet */
+    int64_t            rest_api_timeout_in_ms; /* default 30000; kept, not enforced yet */
     char              *model_name;             /* default "default" */
     char              *model_base_path;        /* required */
     char              *saved_model_tags;       /* default "serve" */
     enum tfs_log_level verbosity;              /* --verbosity=debug|info|warn|error, default info */
     bool               version;                /* --version: print versions and exit 0 */
     bool               help;                   /* --help: print usage and exit 0 */
-    int                n_unknown;              /* arguments that matched no flag (reported, ignored) */
+    int                n_unknown;              /* arguments matching no flag (reported) */
     char             **unknown;                /* borrowed from argv */
 } tfs_server_flags;
 
@@ -104,7 +104,7 @@ enum tfs_code tfs_service_predict(tfs_loader *l, const tfs_model_spec *spec, enu
 typedef struct tfs_rest tfs_rest;
 
 typedef struct tfs_rest_opts {
-    int         port;            /* TCP port on 0.0.0.0; 0 = an ephemeral port (see tfs_rest_port) */
+    int         port;            /* TCP port; 0 = an ephemeral port (see tfs_rest_port) */
     int         num_threads;     /* libmicrohttpd thread pool size, >= 1 */
     int64_t     timeout_ms;      /* per-request run timeout (kept; not enforced yet) */
     size_t      max_body_bytes;  /* larger request bodies get 413 */

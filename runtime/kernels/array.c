@@ -112,7 +112,7 @@ enum tfs_code tfs__k_reshape(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_tensor *in = k->in[0];
     int64_t dims[TFS_MAX_RANK];
-    int rank;
+    int rank = 0;
     enum tfs_code rc = read_shape_input(k->in[1], dims, &rank, st);
     if (rc != TFS_OK)
         return rc;

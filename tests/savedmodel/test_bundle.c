@@ -27,7 +27,7 @@ static const char *fixture_prefix(const char *rel, char *buf, size_t n)
 {
     char dir[4096];
     ck_assert_ptr_nonnull(tfs_test_fixture(rel, dir, sizeof dir));
-    snprintf(buf, n, "%s/variables", dir);
+    ck_assert_int_lt(snprintf(buf, n, "%s/variables", dir), (int)n);
     return buf;
 }
 

@@ -1,5 +1,5 @@
 /* tensorflow_model_server's flag syntax (server/flags.c): defaults, `--name=value`, bare and
- * explicit bools, values that do not parse, unknown arguments (reported, not fatal), --help text. */
+ * explicit bools, values that do not parse, unknown arguments (reported, not fatal), --help. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,8 @@ START_TEST(test_flags_bad_values)
         {"--port=abc", "Couldn't interpret value abc for flag port."},
         {"--port=", "Couldn't interpret value  for flag port."},
         {"--rest_api_port=12x", "Couldn't interpret value 12x for flag rest_api_port."},
-        {"--port=99999999999999999999", "Couldn't interpret value 99999999999999999999 for flag port."},
+        {"--port=99999999999999999999",
+         "Couldn't interpret value 99999999999999999999 for flag port."},
         {"--version=yes", "Couldn't interpret value yes for flag version."},
         {"--verbosity=loud", "Couldn't interpret value loud for flag verbosity."},
     };

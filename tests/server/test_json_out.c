@@ -84,7 +84,8 @@ START_TEST(test_json_out_predictions_one_output)
     ck_assert_str_eq(b.data, "{\n    \"predictions\": [2.5, 3.0, 4.5\n    ]\n}");
     tfs__buf_deinit(&b);
     b = encode_ok(TFS__JSON_COLUMNAR, &o, 1);
-    ck_assert_str_eq(b.data, "{\n    \"outputs\": [\n        2.5,\n        3.0,\n        4.5\n    ]\n}");
+    ck_assert_str_eq(b.data,
+                     "{\n    \"outputs\": [\n        2.5,\n        3.0,\n        4.5\n    ]\n}");
     tfs__buf_deinit(&b);
     tfs_tensor_unref(y);
 
@@ -133,7 +134,8 @@ START_TEST(test_json_out_several_outputs)
     tfs__buf b = encode_ok(TFS__JSON_ROW, o, 4);
     expect_json(&b, "{\"predictions\": ["
                     "{\"classes\": [1, 2], \"flag\": true, \"label\": \"cat\", \"prob\": 0.25},"
-                    "{\"classes\": [3, -4], \"flag\": false, \"label\": \"d\\\"og\", \"prob\": 0.75}]}");
+                    "{\"classes\": [3, -4], \"flag\": false, \"label\": \"d\\\"og\","
+                    " \"prob\": 0.75}]}");
     tfs__buf_deinit(&b);
     b = encode_ok(TFS__JSON_COLUMNAR, o, 4);
     expect_json(&b, "{\"outputs\": {\"classes\": [[1, 2], [3, -4]], \"flag\": [true, false],"

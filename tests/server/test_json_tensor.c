@@ -11,7 +11,8 @@
 
 static tfs_tensor_info x_f32 = {"x", "x:0", TFS_DTYPE_FLOAT, {2, {-1, 1}}};
 static tfs_tensor_info y_f32 = {"y", "y:0", TFS_DTYPE_FLOAT, {2, {-1, 1}}};
-static tfs_signature   sig_x = {.key = "serving_default", .method_name = "tensorflow/serving/predict",
+static tfs_signature   sig_x = {.key = "serving_default",
+                                .method_name = "tensorflow/serving/predict",
                                 .n_inputs = 1, .inputs = &x_f32, .n_outputs = 1, .outputs = &y_f32};
 
 /* two inputs, sorted by alias: a (int32), b (string) */
@@ -111,7 +112,8 @@ END_TEST
 
 START_TEST(test_json_tensor_row_lists)
 {
-    decoded d = decode("{\"instances\": [[1, 2], [3, 4], [5, 6]], \"ignored\": {\"k\": 1}}", &sig_x);
+    decoded d =
+        decode("{\"instances\": [[1, 2], [3, 4], [5, 6]], \"ignored\": {\"k\": 1}}", &sig_x);
     ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
     expect_shape(d.in[0].tensor, TFS_DTYPE_FLOAT, 2, (int64_t[]){3, 2});
     expect_f32(d.in[0].tensor, 6, (float[]){1, 2, 3, 4, 5, 6});
@@ -165,7 +167,8 @@ START_TEST(test_json_tensor_multi_input)
     decoded_free(&d);
 
     /* rows: one object per row, batched along dim 0 */
-    d = decode("{\"instances\": [{\"a\": 1, \"b\": \"s\"}, {\"b\": {\"b64\": \"AAE=\"}, \"a\": 2}]}",
+    d = decode("{\"instances\": [{\"a\": 1, \"b\": \"s\"},"
+               " {\"b\": {\"b64\": \"AAE=\"}, \"a\": 2}]}",
                &sig_ab);
     ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
     ck_assert_int_eq(d.fmt, TFS__JSON_ROW);
@@ -260,7 +263,8 @@ START_TEST(test_json_tensor_document_errors)
                  "JSON Parse error: The document is empty. at offset: 3");
     decoded d = decode("{\"instances\": [1.0,", &sig_x);
     ck_assert_int_eq(d.code, TFS_INVALID_ARGUMENT);
-    ck_assert_msg(strncmp(d.st.msg, "JSON Parse error: ", 18) == 0 && strstr(d.st.msg, " at offset: "),
+    ck_assert_msg(strncmp(d.st.msg, "JSON Parse error: ", 18) == 0 &&
+                      strstr(d.st.msg, " at offset: "),
                   "%s", d.st.msg);
     expect_error("[1, 2]", &sig_x, TFS_INVALID_ARGUMENT,
                  "JSON Value: [\n    1,\n    2\n] Is not object");
@@ -271,7 +275,8 @@ START_TEST(test_json_tensor_document_errors)
                  "        1\n    ]\n} Not formatted correctly expecting only one of 'inputs' or "
                  "'instances' keys to exist ");
     expect_error("{\"instances\": 1}", &sig_x, TFS_INVALID_ARGUMENT,
-                 "JSON Value: {\n    \"instances\": 1\n} Excepting 'instances' to be an list/array");
+                 "JSON Value: {\n    \"instances\": 1\n} Excepting 'instances' to be an "
+                 "list/array");
     expect_error("{\"instances\": []}", &sig_x, TFS_INVALID_ARGUMENT,
                  "JSON Value: {\n    \"instances\": []\n} No values in 'instances' array");
 
@@ -291,6 +296,21 @@ START_TEST(test_json_tensor_document_errors)
     ck_assert_int_eq(tfs__json_signature_name(doc, &name, &st), TFS_OK);
     ck_assert_str_eq(name, "sig");
     json_decref(doc);
+
+    /* a long quoted request is cut so that the rest of the message survives */
+    char big[8192];
+    int  o = snprintf(big, sizeof big, "{\"inputs\": 1, \"instances\": [");
+    for (int i = 0; i < 1000; i++)
+        o += snprintf(big + o, sizeof big - (size_t)o, i ? ",%d" : "%d", i);
+    snprintf(big + o, sizeof big - (size_t)o, "]}");
+    d = decode(big, &sig_x);
+    ck_assert_int_eq(d.code, TFS_INVALID_ARGUMENT);
+    ck_assert_msg(strlen(d.st.msg) < 512 && strstr(d.st.msg, "...") &&
+                      strstr(d.st.msg, "} Not formatted correctly expecting only one of 'inputs' ") ==
+                          NULL &&
+                      strstr(d.st.msg, " Not formatted correctly expecting only one of 'inputs' or "
+                                       "'instances' keys to exist "),
+                  "%s", d.st.msg);
 
     /* trailing bytes after the document are ignored, as rapidjson stops after one value */
     d = decode("{\"instances\": [1]} trailing", &sig_x);
@@ -326,11 +346,13 @@ START_TEST(test_json_tensor_row_errors)
     expect_error("{\"instances\": [1, {\"x\": 1}]}", &sig_x, TFS_INVALID_ARGUMENT,
                  "Expecting value/list but got object at item 1 of input list");
     expect_error("{\"instances\": [{\"a\": 1, \"c\": 2}]}", &sig_ab, TFS_INVALID_ARGUMENT,
-                 "Failed to process element: 0 key: c of 'instances' list. Error: INVALID_ARGUMENT: "
+                 "Failed to process element: 0 key: c of 'instances' list. Error: "
+                 "INVALID_ARGUMENT: "
                  "JSON object: does not have named input: c");
     expect_error("{\"instances\": [{\"a\": 1, \"b\": \"s\"}, {\"a\": 1}]}", &sig_ab,
                  TFS_INVALID_ARGUMENT,
-                 "Failed to process element: 1 of 'instances' list. JSON object: {\n    \"a\": 1\n} "
+                 "Failed to process element: 1 of 'instances' list. JSON object: "
+                 "{\n    \"a\": 1\n} "
                  "keys must be equal to: a,b");
     expect_error("{\"instances\": [[1, 2], [1, 2, 3]]}", &sig_x, TFS_INVALID_ARGUMENT,
                  "Failed to process element: 1 of 'instances' list. Error: INVALID_ARGUMENT: "
@@ -339,7 +361,8 @@ START_TEST(test_json_tensor_row_errors)
                  "Failed to process element: 1 of 'instances' list. Error: INVALID_ARGUMENT: "
                  "Expecting shape [1,2] but got: [2]");
     expect_error("{\"instances\": [{\"a\": \"x\", \"b\": \"s\"}]}", &sig_ab, TFS_INVALID_ARGUMENT,
-                 "Failed to process element: 0 key: a of 'instances' list. Error: INVALID_ARGUMENT: "
+                 "Failed to process element: 0 key: a of 'instances' list. Error: "
+                 "INVALID_ARGUMENT: "
                  "JSON Value: \"x\" Type: String is not of expected type: int32");
     tfs_tensor_info h = one_in("h", TFS_DTYPE_HALF);
     tfs_signature   sig_h = {.key = "k", .n_inputs = 1, .inputs = &h};
@@ -371,7 +394,8 @@ START_TEST(test_json_tensor_value_errors)
     expect_error("{\"inputs\": [true]}", &sig_x, TFS_INVALID_ARGUMENT,
                  "JSON Value: true Type: True is not of expected type: float");
     expect_error("{\"inputs\": [{\"b64\": \"AA==\"}]}", &sig_x, TFS_INVALID_ARGUMENT,
-                 "JSON Value: {\n    \"b64\": \"AA==\"\n} Type: Object is not of expected type: float");
+                 "JSON Value: {\n    \"b64\": \"AA==\"\n} Type: Object is not of expected "
+                 "type: float");
     tfs_tensor_info i32 = one_in("i", TFS_DTYPE_INT32);
     tfs_signature   sig = {.key = "k", .n_inputs = 1, .inputs = &i32};
     expect_error("{\"inputs\": [1.5]}", &sig, TFS_INVALID_ARGUMENT,
@@ -429,6 +453,39 @@ START_TEST(test_json_tensor_base64_codec)
 }
 END_TEST
 
+/* Every allocation of a decode failing in turn: the result is success or RESOURCE_EXHAUSTED (or
+ * the request's own error, never a different one), and nothing leaks. */
+START_TEST(test_json_tensor_out_of_memory)
+{
+    const char *bodies[] = {
+        "{\"instances\": [{\"a\": [1, 2], \"b\": [{\"b64\": \"aGVsbG8=\"}, \"x\"]},"
+        " {\"a\": [3, 4], \"b\": [\"y\", \"z\"]}]}",
+        "{\"inputs\": {\"a\": [[1], [2]], \"b\": [\"p\", {\"b64\": \"AAE=\"}]}}",
+    };
+    for (size_t k = 0; k < 2; k++) {
+        int64_t base = tfs_alloc_bytes_in_use();
+        bool    done = false;
+        for (int64_t n = 1; n < 500 && !done; n++) {
+            tfs_alloc_fail_after(n);
+            decoded d = decode(bodies[k], &sig_ab);
+            tfs_alloc_fail_after(0);
+            ck_assert_msg(d.code == TFS_OK || d.code == TFS_RESOURCE_EXHAUSTED,
+                          "body %zu, failing allocation %lld: %s: %s", k, (long long)n,
+                          tfs_code_name(d.code), d.st.msg);
+            done = d.code == TFS_OK;
+            if (done) {
+                ck_assert_int_eq(d.n, 2);
+                expect_shape(d.in[1].tensor, TFS_DTYPE_STRING, k == 0 ? 2 : 1,
+                             k == 0 ? (int64_t[]){2, 2} : (int64_t[]){2});
+            }
+            decoded_free(&d);
+            ck_assert_int_eq(tfs_alloc_bytes_in_use(), base);
+        }
+        ck_assert(done);
+    }
+}
+END_TEST
+
 Suite *suite_server_json_tensor(void);
 Suite *suite_server_json_tensor(void)
 {
@@ -450,6 +507,7 @@ Suite *suite_server_json_tensor(void)
     tcase_add_test(tc, test_json_tensor_shape_errors);
     tcase_add_test(tc, test_json_tensor_value_errors);
     tcase_add_test(tc, test_json_tensor_base64_codec);
+    tcase_add_test(tc, test_json_tensor_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -76,17 +76,21 @@ END_TEST
 
 START_TEST(test_rest_status_and_metadata)
 {
-    const char *status = "{\"model_version_status\": [{\"version\": \"1\", \"state\": \"AVAILABLE\","
+    const char *status = "{\"model_version_status\": [{\"version\": \"1\","
+                         " \"state\": \"AVAILABLE\","
                          " \"status\": {\"error_code\": \"OK\", \"error_message\": \"\"}}]}";
     expect("GET", "/v1/models/half_plus_two", NULL, 200, status);
     expect("GET", "/v1/models/half_plus_two/versions/1", NULL, 200, status);
     expect("GET", "/v1/models/half_plus_two/labels/anything", NULL, 200, status);
     expect("GET", "/v1/models/half_plus_two/metadata", NULL, 200,
-           "{\"model_spec\": {\"name\": \"half_plus_two\", \"signature_name\": \"\", \"version\": \"1\"},"
+           "{\"model_spec\": {\"name\": \"half_plus_two\", \"signature_name\": \"\","
+           " \"version\": \"1\"},"
            " \"metadata\": {\"signature_def\": {\"signature_def\": {\"serving_default\": {"
-           "  \"inputs\": {\"x\": {\"dtype\": \"DT_FLOAT\", \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
+           "  \"inputs\": {\"x\": {\"dtype\": \"DT_FLOAT\","
+           "   \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
            "   \"name\": \"\"}], \"unknown_rank\": false}, \"name\": \"x:0\"}},"
-           "  \"outputs\": {\"y\": {\"dtype\": \"DT_FLOAT\", \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
+           "  \"outputs\": {\"y\": {\"dtype\": \"DT_FLOAT\","
+           "   \"tensor_shape\": {\"dim\": [{\"size\": \"-1\","
            "   \"name\": \"\"}], \"unknown_rank\": false}, \"name\": \"y:0\"}},"
            "  \"method_name\": \"tensorflow/serving/predict\", \"defaults\": {}}}}}}");
 }
@@ -114,6 +118,45 @@ START_TEST(test_rest_errors)
                  "INVALID_ARGUMENT: JSON object: does not have named input: z");
     expect_error("POST", "/v1/models/half_plus_two:classify", "{\"examples\": []}", 501,
                  "The classify API is not implemented by tfserve yet");
+}
+END_TEST
+
+/* Every allocation of a request failing in turn: the answer is the right one or 429
+ * (RESOURCE_EXHAUSTED), always a JSON error body, and nothing leaks. */
+START_TEST(test_rest_out_of_memory)
+{
+    struct {
+        const char *method, *path, *body;
+    } reqs[] = {
+        {"POST", "/v1/models/half_plus_two:predict", "{\"instances\": [1.0, 2.0, 5.0]}"},
+        {"POST", "/v1/models/half_plus_two:predict", "{\"inputs\": {\"x\": [1.0]}}"},
+        {"GET", "/v1/models/half_plus_two/metadata", NULL},
+        {"GET", "/v1/models/half_plus_two", NULL},
+        {"POST", "/v1/models/half_plus_two:predict", "{\"instances\": [\"bad\"]}"},
+    };
+    for (size_t k = 0; k < sizeof reqs / sizeof reqs[0]; k++) {
+        int     want = 0;
+        int64_t base = tfs_alloc_bytes_in_use();
+        for (int64_t n = 1; n < 2000; n++) {
+            tfs__rest_response r;
+            tfs_alloc_fail_after(n);
+            tfs__rest_process(loader, reqs[k].method, reqs[k].path, reqs[k].body,
+                              reqs[k].body ? strlen(reqs[k].body) : 0, &r);
+            tfs_alloc_fail_after(0);
+            bool oom = r.http_status == 429;
+            ck_assert_msg(oom || r.http_status == 200 || r.http_status == 400,
+                          "%s %s, failing allocation %lld: %d %s", reqs[k].method, reqs[k].path,
+                          (long long)n, r.http_status, r.body.data ? r.body.data : "");
+            ck_assert_msg(r.body.data != NULL || oom, "no body");
+            tfs__buf_deinit(&r.body);
+            ck_assert_int_eq(tfs_alloc_bytes_in_use(), base);
+            if (!oom) {
+                want = r.http_status;
+                break;
+            }
+        }
+        ck_assert_int_eq(want, k == 4 ? 400 : 200);
+    }
 }
 END_TEST
 
@@ -152,7 +195,8 @@ START_TEST(test_rest_http)
     tfs_http_reply_free(&r);
     r = tfs_http(port, "POST", "/v1/models/half_plus_two%3Apredict", "{\"inputs\": [0]}");
     ck_assert_int_eq(r.status, 400);
-    expect_json_text(r.body, "{\"error\": \"Malformed request: POST /v1/models/half_plus_two%3Apredict\"}");
+    expect_json_text(r.body,
+                     "{\"error\": \"Malformed request: POST /v1/models/half_plus_two%3Apredict\"}");
     tfs_http_reply_free(&r);
 
     /* outside /v1/: the HTTP layer's plain 404 */
@@ -178,7 +222,8 @@ START_TEST(test_rest_http_body_limit)
     memcpy(big, "{\"instances\": [1]}", 18);
     tfs_http_reply r = tfs_http(port, "POST", "/v1/models/half_plus_two:predict", big);
     ck_assert_int_eq(r.status, 413);
-    expect_json_text(r.body, "{\"error\": \"Request body of 255 bytes exceeds the limit of 64 bytes\"}");
+    expect_json_text(r.body,
+                     "{\"error\": \"Request body of 255 bytes exceeds the limit of 64 bytes\"}");
     tfs_http_reply_free(&r);
     /* a small body still passes */
     r = tfs_http(port, "POST", "/v1/models/half_plus_two:predict", "{\"instances\": [1]}");
@@ -214,6 +259,7 @@ Suite *suite_server_rest(void)
     tcase_add_test(tc, test_rest_predict);
     tcase_add_test(tc, test_rest_status_and_metadata);
     tcase_add_test(tc, test_rest_errors);
+    tcase_add_test(tc, test_rest_out_of_memory);
     suite_add_tcase(s, tc);
     tc = tcase_create("http");
     tcase_set_timeout(tc, 30);
