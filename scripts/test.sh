@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 
 bash scripts/setup.sh
+bash scripts/check-layout.sh
 
 echo "== build (warnings are errors) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFS_WERROR=ON
