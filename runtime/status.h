@@ -52,7 +52,8 @@ enum tfs_code tfs_status_set(tfs_status *st, enum tfs_code code, const char *fmt
     __attribute__((format(printf, 3, 4)));
 enum tfs_code tfs_status_vset(tfs_status *st, enum tfs_code code, const char *fmt, va_list ap);
 
-/* Prepends context to an error message already in st: "loading 'dir': <old message>".
+/* Prepends context and ": " to an error message already in st: fmt "loading '%s'" gives
+ * "loading 'dir': <old message>".
  * Keeps the code; returns it. No-op on NULL or OK. */
 enum tfs_code tfs_status_prefix(tfs_status *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -213,7 +213,7 @@ static enum tfs_code copy_attrs(importer *im, int id, const Tensorflow__NodeDef 
     for (size_t i = 0; i < nd->n_attr; i++) {
         tfs_attr_value v;
         if (tfs__attr_from_proto(nd->attr[i]->value, &v, st) != TFS_OK)
-            return tfs_status_prefix(st, "node '%s' attr '%s': ", nd->name, nd->attr[i]->key);
+            return tfs_status_prefix(st, "node '%s' attr '%s'", nd->name, nd->attr[i]->key);
         tfs_graph_set_attr(im->g, id, nd->attr[i]->key, &v);
         tfs__attr_value_clear(&v);
     }
@@ -224,7 +224,7 @@ static enum tfs_code copy_attrs(importer *im, int id, const Tensorflow__NodeDef 
             continue;
         tfs_attr_value v;
         if (tfs__attr_from_proto(ad->default_value, &v, st) != TFS_OK)
-            return tfs_status_prefix(st, "op %s default of attr '%s': ", nd->op, ad->name);
+            return tfs_status_prefix(st, "op %s default of attr '%s'", nd->op, ad->name);
         tfs_graph_set_attr(im->g, id, ad->name, &v);
         tfs__attr_value_clear(&v);
     }

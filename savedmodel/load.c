@@ -416,11 +416,11 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
     if (!(m = tfs_calloc(1, sizeof *m)) || !(m->dir = tfs_strdup(dir)))
         goto oom;
     if (tfs__import_graph(mg, &m->graph, st) != TFS_OK) {
-        tfs_status_prefix(st, "%s/saved_model.pb: ", dir);
+        tfs_status_prefix(st, "%s/saved_model.pb", dir);
         goto fail;
     }
     if (tfs__signatures_from_proto(mg, &m->sigs, &m->n_sigs, st) != TFS_OK) {
-        tfs_status_prefix(st, "%s/saved_model.pb: ", dir);
+        tfs_status_prefix(st, "%s/saved_model.pb", dir);
         goto fail;
     }
     tfs_session_opts so = tfs_session_opts_default();
@@ -447,7 +447,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
         const char *targets[] = {restore_op};
         if (check_run(m->session, (const char *const[]){saver->filename_tensor_name}, 1, NULL, 0,
                       targets, 1, &missing, st) != TFS_OK) {
-            tfs_status_prefix(st, "%s: restore op: ", dir);
+            tfs_status_prefix(st, "%s: restore op", dir);
             goto fail;
         }
     }
@@ -464,7 +464,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
                                      (const char *const[]){init_op}, 1, &missing, st);
         tfs_free(an);
         if (rc != TFS_OK) {
-            tfs_status_prefix(st, "%s: init op: ", dir);
+            tfs_status_prefix(st, "%s: init op", dir);
             goto fail;
         }
     }
@@ -472,7 +472,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
         goto fail;
     if (missing.n > 0) {
         missing_ops_error(&missing, st);
-        tfs_status_prefix(st, "%s: ", dir);
+        tfs_status_prefix(st, "%s", dir);
         goto fail;
     }
 
@@ -483,7 +483,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
             goto oom;
         if (tfs_session_run(m->session, restore_feeds.v, restore_feeds.n, NULL, 0,
                             (const char *const[]){restore_op}, 1, NULL, st) != TFS_OK) {
-            tfs_status_prefix(st, "restoring variables from %s: ", prefix);
+            tfs_status_prefix(st, "restoring variables from %s", prefix);
             goto fail;
         }
         /* The bundle is not needed once restored; RestoreV2 would reopen it if run again. */
@@ -492,7 +492,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
     }
     if (init_op && tfs_session_run(m->session, assets.v, assets.n, NULL, 0,
                                    (const char *const[]){init_op}, 1, NULL, st) != TFS_OK) {
-        tfs_status_prefix(st, "%s: running init op '%s': ", dir, init_op);
+        tfs_status_prefix(st, "%s: running init op '%s'", dir, init_op);
         goto fail;
     }
     TFS_LOG_INFO("savedmodel", "loaded %s: %d nodes, %d signatures%s", dir,
@@ -574,12 +574,9 @@ enum tfs_code tfs_savedmodel_run(const tfs_savedmodel *m, const tfs_signature *s
                          inputs[i].name, sig->key);
             goto done;
         }
-        enum tfs_dtype want = tfs_dtype_base(sig->inputs[k].dtype);
-        if (want != TFS_DTYPE_INVALID && inputs[i].tensor->dtype != want) {
-            rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': expected dtype %s, got %s",
-                         inputs[i].name, tfs_dtype_name(want), tfs_dtype_name(inputs[i].tensor->dtype));
-            goto done;
-        }
+        /* No check against the signature's declared dtype: TensorFlow does not make one (some
+         * exports declare DT_FLOAT for a string placeholder); the graph's Placeholder and kernels
+         * reject what they cannot take. */
         fv[k] = (tfs_feed){sig->inputs[k].tensor_name, inputs[i].tensor};
     }
     for (int k = 0; k < sig->n_inputs; k++) {

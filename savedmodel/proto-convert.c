@@ -225,7 +225,8 @@ enum tfs_code tfs__attr_from_proto(const Tensorflow__AttrValue *p, tfs_attr_valu
 {
     memset(out, 0, sizeof *out);
     enum tfs_code rc = TFS_OK;
-    switch (p->value_case) {
+    /* NULL: a map entry that left its value out, which protobuf reads as an empty AttrValue. */
+    switch (p ? p->value_case : TENSORFLOW__ATTR_VALUE__VALUE__NOT_SET) {
     case TENSORFLOW__ATTR_VALUE__VALUE_S:
         out->kind = TFS_ATTR_S;
         out->s.len = p->s.len;

@@ -27,7 +27,9 @@ static enum tfs_code infos_from_proto(Tensorflow__SignatureDef__InputsEntry **en
     if (!v)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory for a signature");
     *out = v;
-    for (size_t i = 0; i < n; i++, (*n_out)++) {
+    for (size_t i = 0; i < n; i++) {
+        /* Counted before it is filled: a failure part way leaves it for infos_free. */
+        *n_out = (int)i + 1;
         const Tensorflow__TensorInfo *ti = entries[i]->value;
         v[i].alias = tfs_strdup(entries[i]->key ? entries[i]->key : "");
         if (!v[i].alias)
@@ -42,7 +44,7 @@ static enum tfs_code infos_from_proto(Tensorflow__SignatureDef__InputsEntry **en
         }
         if (ti->tensor_shape &&
             tfs__shape_from_proto(ti->tensor_shape, &v[i].shape, st) != TFS_OK)
-            return tfs_status_prefix(st, "tensor '%s': ", v[i].alias);
+            return tfs_status_prefix(st, "tensor '%s'", v[i].alias);
     }
     qsort(v, n, sizeof *v, cmp_info);
     return TFS_OK;
@@ -84,7 +86,7 @@ static enum tfs_code sig_from_proto(const char *key, const Tensorflow__Signature
     if (infos_from_proto(sd->inputs, sd->n_inputs, &s->inputs, &s->n_inputs, st) != TFS_OK ||
         infos_from_proto((Tensorflow__SignatureDef__InputsEntry **)sd->outputs, sd->n_outputs,
                          &s->outputs, &s->n_outputs, st) != TFS_OK)
-        return tfs_status_prefix(st, "signature '%s': ", key);
+        return tfs_status_prefix(st, "signature '%s'", key);
     if (sd->n_defaults == 0)
         return TFS_OK;
     s->default_names = tfs_calloc(sd->n_defaults, sizeof *s->default_names);
@@ -99,7 +101,7 @@ static enum tfs_code sig_from_proto(const char *key, const Tensorflow__Signature
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "signature '%s': default '%s' is empty", key,
                            name);
         if (tfs__tensor_from_proto(e->value, &t, st) != TFS_OK)
-            return tfs_status_prefix(st, "signature '%s' default '%s': ", key, name);
+            return tfs_status_prefix(st, "signature '%s' default '%s'", key, name);
         if (!(s->default_names[i] = tfs_strdup(name))) {
             tfs_tensor_unref(t);
             return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory for a signature");
@@ -115,6 +117,7 @@ enum tfs_code tfs__signatures_from_proto(const Tensorflow__MetaGraphDef *mg, tfs
 {
     *out = NULL;
     *n = 0;
+    tfs_status_clear(st);
     if (mg->n_signature_def == 0)
         return TFS_OK;
     tfs_signature *v = tfs_calloc(mg->n_signature_def, sizeof *v);

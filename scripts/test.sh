@@ -21,3 +21,5 @@ cmake --build build-asan -j"$JOBS"
 echo "== tests under AddressSanitizer + UBSan =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    CK_TIMEOUT_MULTIPLIER=4 ctest --output-on-failure --timeout 1800)
+
+echo "== fuzz ==" ; bash scripts/fuzz.sh 20

@@ -147,6 +147,11 @@ enum tfs_code tfs__json_parse(const char *body, size_t len, json_t **doc, tfs_st
         if (json_alloc_failed || json_error_code(&err) == json_error_out_of_memory)
             return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory parsing a %zu-byte request",
                            len);
+        /* jansson quotes the bytes near the error, which may be invalid UTF-8: keep the
+         * {"error": ...} body valid JSON by masking every non-ASCII byte. */
+        for (char *p = err.text; *p; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "JSON Parse error: %s at offset: %d", err.text,
                        err.position);
     }

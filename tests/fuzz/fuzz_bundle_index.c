@@ -1,19 +1,13 @@
 /* libFuzzer driver for the TensorBundle index parser: the LevelDB table (footer, block trailers,
  * crc32c, Snappy, prefix-compressed entries) plus the BundleHeaderProto/BundleEntryProto checks.
  * Any input must either parse or fail with a status; crashes, sanitizer reports and leaks are bugs.
- * BUILD is a configured build dir whose gen/ holds the protoc-c output (target tfs-proto):
- *
- *   clang -std=c11 -D_GNU_SOURCE -I. -isystem BUILD/gen -g -O1 -fsanitize=fuzzer,address,undefined \
- *       -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
- *       tests/fuzz/fuzz_bundle_index.c savedmodel/crc32c.c savedmodel/table.c savedmodel/bundle.c \
- *       runtime/alloc.c runtime/status.c runtime/tensor.c runtime/log.c \
- *       $(find BUILD/gen -name '*.pb-c.c') \
- *       -lprotobuf-c -lsnappy -lm -lpthread -o fuzz_bundle_index
- *   ./fuzz_bundle_index -max_total_time=60 CORPUS_DIR SEED_DIR
+ * Built by tests/fuzz/CMakeLists.txt (-DTFS_FUZZ=ON, clang) and run by scripts/fuzz.sh; replay one
+ * input with build-fuzz/tests/fuzz/fuzz_bundle_index FILE.
  *
  * FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (the OSS-Fuzz convention) makes table.c accept bad block
  * checksums, so mutations reach Snappy and the entry parser instead of dying at the crc.
- * Seeds: the fixtures' variables/variables.index files (Snappy and raw). */
+ * Seeds (copied in by scripts/fuzz.sh at run time, not kept in the repository): the demo model's
+ * variables.index and the fixtures' variables/variables.index files (Snappy and raw). */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -4,10 +4,9 @@
  * OK or INVALID_ARGUMENT and never read outside the input, and the kernel must refuse whatever the
  * decoder finds is not an Example at all.
  *
- *   clang -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined \
- *       tests/fuzz/fuzz_example.c runtime/[a-z]*.c runtime/kernels/[a-z]*.c -lm -lpthread \
- *       -o fuzz_example
- *   ./fuzz_example -max_total_time=60 CORPUS_DIR
+ * Built by tests/fuzz/CMakeLists.txt (-DTFS_FUZZ=ON, clang) and run by scripts/fuzz.sh; replay one
+ * input with build-fuzz/tests/fuzz/fuzz_example FILE. Seeds: the .pbtxt Examples in
+ * tests/fuzz/corpus/fuzz_example/, which scripts/fuzz.sh encodes with protoc.
  *
  * The keys the node asks for are one letter long so that the fuzzer finds them quickly:
  * sparse a (float), b (int64), c (string); dense d (float [2], default), e (int64 [-1, 2], varlen),

@@ -92,8 +92,9 @@ START_TEST(test_load_run_input_errors)
     int64_t d[] = {1};
     ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_STRING, 1, d, &in, &st), TFS_OK);
     tfs_named_tensor feed = {"x", in};
+    /* a string fed where the graph multiplies floats: rejected by the graph, naming the node */
     ck_assert_int_eq(tfs_savedmodel_run(m, sig, &feed, 1, &out, &st), TFS_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(st.msg, "DT_FLOAT"));
+    ck_assert_msg(strstr(st.msg, "node '") != NULL, "%s", st.msg);
     feed.name = "nope";
     ck_assert_int_eq(tfs_savedmodel_run(m, sig, &feed, 1, &out, &st), TFS_INVALID_ARGUMENT);
     ck_assert_ptr_null(out);
