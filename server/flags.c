@@ -33,7 +33,7 @@ typedef struct flag_def {
 
 static const flag_def flags[] = {
     {"port", FLAG_INT, "8500", F(port),
-     "TCP port for the gRPC API (gRPC is not served by tfserve yet)"},
+     "TCP port for the gRPC API (PredictionService, ModelService)"},
     {"rest_api_port", FLAG_INT, "0", F(rest_api_port),
      "TCP port for the HTTP/REST API; 0 disables it. Must differ from --port."},
     {"rest_api_num_threads", FLAG_INT, NULL, F(rest_api_num_threads),

@@ -1,5 +1,5 @@
 /* tfserve: a drop-in for tensorflow_model_server. Parses its flags, loads the model, serves the
- * REST API and waits for SIGINT or SIGTERM, then shuts down in order (front end first, so no
+ * gRPC API (--port) and the REST API and waits for SIGINT or SIGTERM, then shuts down in order (front end first, so no
  * request holds a servable, then the loader).
  *
  * Signals are blocked in every thread (the mask is set before any thread starts, and threads
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "loader/loader.h"
+#include "server/grpc.h"
 #include "server/server.h"
 
 #define LOG_MODULE "main"
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
     tfs_status       st;
     tfs_loader      *loader = NULL;
     tfs_rest        *rest = NULL;
+    tfs_grpc        *grpc = NULL;
     int              rc = 0;
     sigset_t         sigs;
 
@@ -92,9 +94,14 @@ int main(int argc, char **argv)
         goto done;
     }
 
-    if (f.port != 0)
-        TFS_LOG_WARN(LOG_MODULE, "gRPC is not served by tfserve yet: --port=%lld is not opened",
-                     (long long)f.port);
+    /* gRPC first, as tensorflow_model_server does; a port that cannot be bound is fatal. */
+    tfs_grpc_opts go = tfs_grpc_opts_default();
+    go.port = (int)f.port;
+    if (tfs_grpc_start(loader, &go, &grpc, &st) != TFS_OK) {
+        rc = start_error(&st);
+        goto done;
+    }
+    TFS_LOG_INFO(LOG_MODULE, "Running gRPC ModelServer at 0.0.0.0:%d ...", tfs_grpc_port(grpc));
     if (f.rest_api_port != 0 && f.rest_api_port == f.port) {
         TFS_LOG_ERROR(LOG_MODULE, "--rest_api_port cannot be the same as --port (%lld). Please use "
                       "a different port for HTTP/REST API. Skipped exporting HTTP/REST API.",
@@ -111,7 +118,7 @@ int main(int argc, char **argv)
         TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...",
                      tfs_rest_port(rest));
     } else {
-        TFS_LOG_WARN(LOG_MODULE, "no API is served: pass --rest_api_port to serve the REST API");
+        TFS_LOG_INFO(LOG_MODULE, "REST is off: pass --rest_api_port to serve it");
     }
 
     int sig = 0;
@@ -119,6 +126,8 @@ int main(int argc, char **argv)
     TFS_LOG_INFO(LOG_MODULE, "received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
 
 done:
+    /* Front ends first (no request may hold a servable), then the loader. */
+    tfs_grpc_stop(grpc);
     tfs_rest_stop(rest);
     tfs_loader_free(loader);
     tfs_server_flags_deinit(&f);

@@ -153,6 +153,39 @@ static enum tfs_code predict(tfs_loader *l, const tfs__route *r, const char *bod
     return code;
 }
 
+/* ---- classify / regress -------------------------------------------------------------------- */
+
+/* As TF Serving's ProcessClassifyRequest / ProcessRegressRequest: the whole body is decoded into
+ * serialized Examples first (so JSON errors come before model lookup errors), then the service
+ * layer runs them. */
+static enum tfs_code classify_regress(tfs_loader *l, const tfs__route *r, const char *body,
+                                      size_t len, tfs__buf *out, tfs_status *st)
+{
+    json_t              *doc = NULL;
+    tfs__json_examples   ex = {0};
+    tfs__classify_result cr = {0};
+    tfs__regress_result  rr = {0};
+    enum tfs_code        code;
+
+    if ((code = tfs__json_parse(body, len, &doc, st)) != TFS_OK ||
+        (code = tfs__json_decode_examples(doc, &ex, st)) != TFS_OK)
+        goto done;
+    tfs_model_spec spec = {r->name, r->version, r->label, ex.signature_name};
+    if (r->kind == TFS__ROUTE_CLASSIFY) {
+        if ((code = tfs__service_classify(l, &spec, ex.examples, ex.n, &cr, st)) == TFS_OK)
+            code = tfs__json_encode_classify(&cr, out, st);
+    } else {
+        if ((code = tfs__service_regress(l, &spec, ex.examples, ex.n, &rr, st)) == TFS_OK)
+            code = tfs__json_encode_regress(&rr, out, st);
+    }
+done:
+    tfs__classify_result_deinit(&cr);
+    tfs__regress_result_deinit(&rr);
+    tfs__json_examples_deinit(&ex);
+    json_decref(doc);   /* last: ex.signature_name is borrowed from it */
+    return code;
+}
+
 /* ---- entry ---------------------------------------------------------------------------------- */
 
 void tfs__rest_process(tfs_loader *l, const char *method, const char *path, const char *body,
@@ -188,8 +221,7 @@ void tfs__rest_process(tfs_loader *l, const char *method, const char *path, cons
         break;
     case TFS__ROUTE_CLASSIFY:
     case TFS__ROUTE_REGRESS:
-        code = TFS_ERR(&st, TFS_UNIMPLEMENTED, "The %s API is not implemented by tfserve yet",
-                       r.kind == TFS__ROUTE_CLASSIFY ? "classify" : "regress");
+        code = classify_regress(l, &r, body, body_len, &resp->body, &st);
         break;
     }
     if (code != TFS_OK)

@@ -188,4 +188,79 @@ typedef struct tfs__rest_response {
 void tfs__rest_process(tfs_loader *l, const char *method, const char *path, const char *body,
                        size_t body_len, tfs__rest_response *resp);
 
+/* ---- classify and regress (service-example.c, json-example.c) ------------------------------- */
+
+/* Classify and Regress as TF Serving's classifier.cc / regressor.cc run them, protocol-neutral:
+ * the REST front end (JSON examples) and the gRPC one (ClassificationRequest.input, whose Examples
+ * it serializes) both call these with the batch of serialized tf.Example bytes, one per example
+ * (with a context, each is serialized(context) followed by serialized(example)).
+ *
+ * Order of work and errors: ModelSpec name and servable lookup (tfs_service_acquire's texts); the
+ * signature spec->signature_name (NULL or "" = "serving_default"), unknown: INVALID_ARGUMENT "No
+ * signature was found with the name: S"; the signature contract (INVALID_ARGUMENT "Expected one
+ * input Tensor.", "Expected one or two output Tensors, found N" / "Expected one output Tensor.",
+ * "No classification inputs found in SignatureDef: ...", "Expected classification signature
+ * outputs to contain at least one of \"classes\" or \"scores\". Signature was: ...", "No
+ * regression inputs/outputs found in SignatureDef: ..."); "Input is empty." for no examples; the
+ * run (ParseExample's INVALID_ARGUMENT texts for bad features); then the output checks with
+ * TensorFlow Serving's texts ("Expected classes Tensor of DT_STRING.  Got: DT_INT32", "Expected
+ * output Tensor shape to be either [batch_size] or [batch_size, 1] but got [2,2]", ...). The
+ * signature's method_name is not checked (TF2 exports call every signature "predict"). */
+typedef struct tfs__classify_result {
+    int64_t           n_examples;
+    int64_t           n_classes;
+    const tfs_string *labels;    /* [n_examples][n_classes] row-major; NULL: no "classes" output,
+                                  * every label is "" */
+    const float      *scores;    /* [n_examples][n_classes]; NULL: no "scores" output, every
+                                  * score is 0 (protobuf's default) */
+    int64_t           version;   /* the version that answered (for a response's model_spec) */
+    /* private: the output tensors labels and scores point into */
+    tfs_tensor       *classes_t;
+    tfs_tensor       *scores_t;
+} tfs__classify_result;
+
+typedef struct tfs__regress_result {
+    int64_t n_examples;
+    float  *values;    /* [n_examples], owned */
+    int64_t version;   /* the version that answered */
+} tfs__regress_result;
+
+/* On success *res is filled (release with the matching _deinit); on failure it is empty and safe to
+ * deinit. */
+enum tfs_code tfs__service_classify(tfs_loader *l, const tfs_model_spec *spec,
+                                    const tfs_string *examples, int64_t n_examples,
+                                    tfs__classify_result *res, tfs_status *st);
+enum tfs_code tfs__service_regress(tfs_loader *l, const tfs_model_spec *spec,
+                                   const tfs_string *examples, int64_t n_examples,
+                                   tfs__regress_result *res, tfs_status *st);
+void tfs__classify_result_deinit(tfs__classify_result *res);   /* NULL-safe */
+void tfs__regress_result_deinit(tfs__regress_result *res);     /* NULL-safe */
+
+/* A classify/regress REST body decoded as TF Serving's FillClassifyRegressRequestFromJson does:
+ * signature_name (borrowed from the document) and one serialized tf.Example per element of
+ * "examples" (context bytes first when a "context" is given). */
+typedef struct tfs__json_examples {
+    const char *signature_name;   /* NULL when absent; borrowed from the JSON document */
+    int64_t     n;
+    tfs_string *examples;         /* [n], owned */
+} tfs__json_examples;
+
+/* JSON -> tf.Example typing: integer -> int64_list, decimal -> float_list, true/false -> int64
+ * 1/0, string -> bytes_list, {"b64": s} -> bytes_list of the decoded bytes. INVALID_ARGUMENT with
+ * TF Serving's texts ("When method is classify, key 'examples' is expected and was not found",
+ * "Expecting 'examples' value to be an list/array", "'examples' value is an empty array",
+ * "Example must be JSON object but got JSON Array", "Feature: f has element with unexpected JSON
+ * type: Null", "Unexpected element type in feature: f expecting type: int64", "Unable to base64
+ * decode"). On failure *out is empty and safe to deinit. */
+enum tfs_code tfs__json_decode_examples(const json_t *doc, tfs__json_examples *out,
+                                        tfs_status *st);
+void tfs__json_examples_deinit(tfs__json_examples *e);   /* NULL-safe */
+
+/* {"results": [[["label", score], ...], ...]} and {"results": [v0, v1, ...]}, rapidjson's pretty
+ * form with single-line arrays and TF Serving's float text. */
+enum tfs_code tfs__json_encode_classify(const tfs__classify_result *res, tfs__buf *out,
+                                        tfs_status *st);
+enum tfs_code tfs__json_encode_regress(const tfs__regress_result *res, tfs__buf *out,
+                                       tfs_status *st);
+
 #endif

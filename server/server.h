@@ -33,7 +33,7 @@
 /* tensorflow_model_server's flags that tfserve understands (syntax `--name=value`; bools may be
  * bare). Strings are owned by the struct (tfs_server_flags_deinit frees them). */
 typedef struct tfs_server_flags {
-    int64_t            port;                   /* gRPC port, default 8500 (not served yet) */
+    int64_t            port;                   /* gRPC port, default 8500 */
     int64_t            rest_api_port;          /* 0 = REST off (default) */
     int64_t            rest_api_num_threads;   /* default 4 x online CPUs */
     int64_t            rest_api_timeout_in_ms; /* default 30000; kept, not enforced yet */

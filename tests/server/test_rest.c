@@ -116,8 +116,8 @@ START_TEST(test_rest_errors)
     expect_error("POST", "/v1/models/half_plus_two:predict", "{\"instances\": [{\"z\": 1}]}", 400,
                  "Failed to process element: 0 key: z of 'instances' list. Error: "
                  "INVALID_ARGUMENT: JSON object: does not have named input: z");
-    expect_error("POST", "/v1/models/half_plus_two:classify", "{\"examples\": []}", 501,
-                 "The classify API is not implemented by tfserve yet");
+    expect_error("POST", "/v1/models/half_plus_two:classify", "{\"examples\": []}", 400,
+                 "'examples' value is an empty array");
 }
 END_TEST
 

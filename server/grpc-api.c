@@ -1,0 +1,500 @@
+/* The gRPC methods of tensorflow_model_server as functions from request bytes to response bytes:
+ * decode with protobuf-c, answer through the protocol-neutral service layer (the same
+ * tfs_service_* calls REST makes, so the two cannot disagree), encode. The checks that are gRPC's
+ * own (a missing ModelSpec, output_filter, metadata_field) follow TF Serving's predict_util.cc,
+ * get_model_metadata_impl.cc and get_model_status_impl.cc, with their texts.
+ */
+#include <string.h>
+
+#include "runtime/alloc.h"
+#include "server/grpc-impl.h"
+#include "tensorflow_serving/apis/get_model_metadata.pb-c.h"
+#include "tensorflow_serving/apis/get_model_status.pb-c.h"
+#include "tensorflow_serving/apis/predict.pb-c.h"
+
+#define SIGNATURE_DEF_MAP_URL "type.googleapis.com/tensorflow.serving.SignatureDefMap"
+
+/* protobuf-c's decoder allocates through the project allocator like everything else. */
+static void *pb_alloc(void *data, size_t n)
+{
+    (void)data;
+    return tfs_malloc(n ? n : 1);
+}
+
+static void pb_free(void *data, void *p)
+{
+    (void)data;
+    tfs_free(p);
+}
+
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
+void tfs__grpc_free_unpacked(void *m)
+{
+    if (m)
+        protobuf_c_message_free_unpacked(m, &pb_allocator);
+}
+
+ProtobufCMessage *tfs__grpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *in,
+                                  size_t n, tfs_status *st)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, &pb_allocator, n, in);
+    if (!m)
+        TFS_ERR(st, TFS_INVALID_ARGUMENT, "Could not parse the request as %s (%zu bytes)",
+                d->name, n);
+    return m;
+}
+
+enum tfs_code tfs__grpc_pack(const ProtobufCMessage *m, uint8_t **out, size_t *out_len,
+                            tfs_status *st)
+{
+    size_t   n = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = tfs_malloc(n ? n : 1);
+    if (!b)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory packing a %s of %zu bytes",
+                       m->descriptor->name, n);
+    protobuf_c_message_pack(m, b);
+    *out = b;
+    *out_len = n;
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+/* A request's ModelSpec as the service layer takes it (strings borrowed from ms). */
+enum tfs_code tfs__grpc_read_spec(const Tensorflow__Serving__ModelSpec *ms, tfs_model_spec *spec,
+                                 tfs_status *st)
+{
+    if (!ms)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing ModelSpec");
+    spec->name = ms->name;
+    spec->version = -1;
+    spec->label = NULL;
+    spec->signature_name = ms->signature_name;
+    if (ms->version_choice_case == TENSORFLOW__SERVING__MODEL_SPEC__VERSION_CHOICE_VERSION) {
+        spec->version = ms->version ? ms->version->value : 0;
+        /* -1 means "latest" to the loader; to TF Serving it is a version that does not exist. */
+        if (spec->version < 0 && spec->name && *spec->name)
+            return TFS_ERR(st, TFS_NOT_FOUND, "Servable not found for request: Specific(%s, %lld)",
+                           spec->name, (long long)spec->version);
+    } else if (ms->version_choice_case ==
+                   TENSORFLOW__SERVING__MODEL_SPEC__VERSION_CHOICE_VERSION_LABEL &&
+               ms->version_label && *ms->version_label) {
+        spec->label = ms->version_label;
+    }
+    return TFS_OK;
+}
+
+/* The model_spec a response echoes: name, served version and (when given) signature name. */
+Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_servable *s,
+                                                 const char *signature_name)
+{
+    Tensorflow__Serving__ModelSpec *ms = tfs__arena_alloc(a, sizeof *ms);
+    Google__Protobuf__Int64Value   *v = tfs__arena_alloc(a, sizeof *v);
+    if (!ms || !v)
+        return NULL;
+    tensorflow__serving__model_spec__init(ms);
+    google__protobuf__int64_value__init(v);
+    v->value = tfs_servable_version(s);
+    ms->name = tfs__arena_strdup(a, tfs_servable_name(s));
+    if (signature_name && !(ms->signature_name = tfs__arena_strdup(a, signature_name)))
+        return NULL;
+    ms->version_choice_case = TENSORFLOW__SERVING__MODEL_SPEC__VERSION_CHOICE_VERSION;
+    ms->version = v;
+    return ms->name ? ms : NULL;
+}
+
+/* ---- Predict -------------------------------------------------------------------------------- */
+
+static int output_index(const tfs_signature *sig, const char *alias)
+{
+    for (int i = 0; i < sig->n_outputs; i++)
+        if (strcmp(sig->outputs[i].alias, alias) == 0)
+            return i;
+    return -1;
+}
+
+/* The outputs to return, in response order: output_filter (checked as TF Serving does) or all. */
+static enum tfs_code select_outputs(const tfs_signature *sig, char **filter, size_t n_filter,
+                                    int *idx, int *n_idx, tfs_status *st)
+{
+    *n_idx = 0;
+    if (n_filter == 0) {
+        for (int i = 0; i < sig->n_outputs; i++)
+            idx[(*n_idx)++] = i;
+        return TFS_OK;
+    }
+    for (size_t f = 0; f < n_filter; f++) {
+        int i = output_index(sig, filter[f]);
+        if (i < 0) {
+            tfs__buf names;
+            tfs__buf_init(&names);
+            for (int k = 0; k < sig->n_outputs; k++) {
+                if (k)
+                    tfs__buf_putc(&names, ',');
+                tfs__buf_puts(&names, sig->outputs[k].alias);
+            }
+            TFS_ERR(st, TFS_INVALID_ARGUMENT, "output tensor alias not found in signature: %s "
+                    "Outputs expected to be in the set {%s}.", filter[f],
+                    names.data ? names.data : "");
+            tfs__buf_deinit(&names);
+            return st ? st->code : TFS_INVALID_ARGUMENT;
+        }
+        for (int k = 0; k < *n_idx; k++)
+            if (idx[k] == i)
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "duplicate output tensor alias: %s",
+                               filter[f]);
+        idx[(*n_idx)++] = i;
+    }
+    return TFS_OK;
+}
+
+enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                size_t *out_len, tfs_status *st)
+{
+    Tensorflow__Serving__PredictRequest *req = NULL;
+    tfs_servable        *s = NULL;
+    const tfs_signature *sig = NULL;
+    tfs_named_tensor    *inputs = NULL;
+    tfs_tensor         **outputs = NULL;
+    int                 *idx = NULL;
+    int                  n_in = 0, n_idx = 0;
+    tfs_model_spec       spec;
+    tfs__arena           a;
+    enum tfs_code        code;
+
+    tfs__arena_init(&a);
+    req = (Tensorflow__Serving__PredictRequest *)tfs__grpc_unpack(
+        &tensorflow__serving__predict_request__descriptor, in, n, st);
+    if (!req) {
+        code = st ? st->code : TFS_INVALID_ARGUMENT;
+        goto fail;
+    }
+    if ((code = tfs__grpc_read_spec(req->model_spec, &spec, st)) != TFS_OK ||
+        (code = tfs_service_acquire(l, &spec, &s, st)) != TFS_OK ||
+        (code = tfs_service_signature(s, spec.signature_name, TFS_API_GRPC, &sig, st)) != TFS_OK)
+        goto fail;
+
+    idx = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1), sizeof *idx);
+    outputs = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1), sizeof *outputs);
+    inputs = tfs_calloc(req->n_inputs > 0 ? req->n_inputs : 1, sizeof *inputs);
+    if (!idx || !outputs || !inputs) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
+        goto fail;
+    }
+    if (req->n_output_filter > (size_t)sig->n_outputs) {
+        /* More aliases than outputs means an unknown or a duplicate one; find which. */
+        int *big = tfs_calloc(req->n_output_filter, sizeof *big);
+        code = big ? select_outputs(sig, req->output_filter, req->n_output_filter, big, &n_idx, st)
+                   : TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory checking output_filter");
+        tfs_free(big);
+        goto fail;
+    }
+    if ((code = select_outputs(sig, req->output_filter, req->n_output_filter, idx, &n_idx, st)) !=
+        TFS_OK)
+        goto fail;
+
+    /* A map key sent twice arrives twice: the last one wins, as in protobuf's map parsing. */
+    for (size_t i = 0; i < req->n_inputs; i++) {
+        const Tensorflow__Serving__PredictRequest__InputsEntry *e = req->inputs[i];
+        bool later = false;
+        for (size_t k = i + 1; k < req->n_inputs && !later; k++)
+            later = strcmp(req->inputs[k]->key, e->key) == 0;
+        if (later)
+            continue;
+        inputs[n_in].name = e->key;
+        if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &inputs[n_in].tensor, st)) != TFS_OK)
+            goto fail;
+        n_in++;
+    }
+    if ((code = tfs_service_run(s, sig, inputs, n_in, outputs, st)) != TFS_OK)
+        goto fail;
+
+    Tensorflow__Serving__PredictResponse resp = TENSORFLOW__SERVING__PREDICT_RESPONSE__INIT;
+    resp.model_spec = tfs__grpc_echo_spec(&a, s, sig->key);
+    resp.outputs = tfs__arena_alloc(&a, (size_t)(n_idx > 0 ? n_idx : 1) * sizeof *resp.outputs);
+    if (!resp.model_spec || !resp.outputs)
+        goto oom;
+    for (int k = 0; k < n_idx; k++) {
+        Tensorflow__Serving__PredictResponse__OutputsEntry *e = tfs__arena_alloc(&a, sizeof *e);
+        Tensorflow__TensorProto *tp = tfs__arena_alloc(&a, sizeof *tp);
+        if (!e || !tp)
+            goto oom;
+        tensorflow__serving__predict_response__outputs_entry__init(e);
+        tensorflow__tensor_proto__init(tp);
+        e->key = sig->outputs[idx[k]].alias;
+        e->value = tp;
+        if ((code = tfs__grpc_tensor_to_proto(outputs[idx[k]], &a, tp, st)) != TFS_OK)
+            goto fail;
+        resp.outputs[resp.n_outputs++] = e;
+    }
+    code = tfs__grpc_pack(&resp.base, out, out_len, st);
+    goto done;
+oom:
+    code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory writing a PredictResponse");
+fail:
+done:
+    for (int i = 0; i < n_in; i++)
+        tfs_tensor_unref(inputs[i].tensor);
+    for (int i = 0; outputs && sig && i < sig->n_outputs; i++)
+        tfs_tensor_unref(outputs[i]);
+    tfs_free(inputs);
+    tfs_free(outputs);
+    tfs_free(idx);
+    tfs__arena_deinit(&a);
+    tfs_servable_release(s);
+    if (req)
+        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    return code;
+}
+
+/* ---- GetModelMetadata ----------------------------------------------------------------------- */
+
+static Tensorflow__TensorShapeProto *shape_proto(tfs__arena *a, const tfs_shape *s)
+{
+    Tensorflow__TensorShapeProto *p = tfs__arena_alloc(a, sizeof *p);
+    int                           rank = s->rank > 0 ? s->rank : 0;
+    if (!p)
+        return NULL;
+    tensorflow__tensor_shape_proto__init(p);
+    if (s->rank < 0) {
+        p->unknown_rank = 1;
+        return p;
+    }
+    if (!(p->dim = tfs__arena_alloc(a, (size_t)(rank > 0 ? rank : 1) * sizeof *p->dim)))
+        return NULL;
+    for (int i = 0; i < rank; i++) {
+        if (!(p->dim[i] = tfs__arena_alloc(a, sizeof *p->dim[i])))
+            return NULL;
+        tensorflow__tensor_shape_proto__dim__init(p->dim[i]);
+        p->dim[i]->size = s->dims[i];
+    }
+    p->n_dim = (size_t)rank;
+    return p;
+}
+
+static Tensorflow__TensorInfo *info_proto(tfs__arena *a, const tfs_tensor_info *ti)
+{
+    Tensorflow__TensorInfo *p = tfs__arena_alloc(a, sizeof *p);
+    if (!p)
+        return NULL;
+    tensorflow__tensor_info__init(p);
+    if (ti->tensor_name) {
+        p->encoding_case = TENSORFLOW__TENSOR_INFO__ENCODING_NAME;
+        p->name = ti->tensor_name;
+    }
+    p->dtype = (Tensorflow__DataType)ti->dtype;
+    p->tensor_shape = shape_proto(a, &ti->shape);
+    return p->tensor_shape ? p : NULL;
+}
+
+/* Rebuilds a SignatureDef from the loaded signature (inputs, outputs, method, defaults). */
+static Tensorflow__SignatureDef *signature_proto(tfs__arena *a, const tfs_signature *sig,
+                                                 tfs_status *st)
+{
+    Tensorflow__SignatureDef *p = tfs__arena_alloc(a, sizeof *p);
+    if (!p)
+        return NULL;
+    tensorflow__signature_def__init(p);
+    p->method_name = sig->method_name ? sig->method_name : "";
+    p->inputs = tfs__arena_alloc(a, (size_t)(sig->n_inputs + 1) * sizeof *p->inputs);
+    p->outputs = tfs__arena_alloc(a, (size_t)(sig->n_outputs + 1) * sizeof *p->outputs);
+    p->defaults = tfs__arena_alloc(a, (size_t)(sig->n_defaults + 1) * sizeof *p->defaults);
+    if (!p->inputs || !p->outputs || !p->defaults)
+        return NULL;
+    for (int i = 0; i < sig->n_inputs; i++) {
+        Tensorflow__SignatureDef__InputsEntry *e = tfs__arena_alloc(a, sizeof *e);
+        if (!e)
+            return NULL;
+        tensorflow__signature_def__inputs_entry__init(e);
+        e->key = sig->inputs[i].alias;
+        if (!(e->value = info_proto(a, &sig->inputs[i])))
+            return NULL;
+        p->inputs[p->n_inputs++] = e;
+    }
+    for (int i = 0; i < sig->n_outputs; i++) {
+        Tensorflow__SignatureDef__OutputsEntry *e = tfs__arena_alloc(a, sizeof *e);
+        if (!e)
+            return NULL;
+        tensorflow__signature_def__outputs_entry__init(e);
+        e->key = sig->outputs[i].alias;
+        if (!(e->value = info_proto(a, &sig->outputs[i])))
+            return NULL;
+        p->outputs[p->n_outputs++] = e;
+    }
+    for (int i = 0; i < sig->n_defaults; i++) {
+        Tensorflow__SignatureDef__DefaultsEntry *e = tfs__arena_alloc(a, sizeof *e);
+        Tensorflow__TensorProto *tp = tfs__arena_alloc(a, sizeof *tp);
+        if (!e || !tp)
+            return NULL;
+        tensorflow__signature_def__defaults_entry__init(e);
+        tensorflow__tensor_proto__init(tp);
+        e->key = sig->default_names[i];
+        e->value = tp;
+        /* A default the writer cannot express is left out rather than failing the call. */
+        if (tfs__grpc_tensor_to_proto(sig->defaults[i], a, tp, st) != TFS_OK)
+            continue;
+        p->defaults[p->n_defaults++] = e;
+    }
+    return p;
+}
+
+enum tfs_code tfs__grpc_metadata(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                 size_t *out_len, tfs_status *st)
+{
+    Tensorflow__Serving__GetModelMetadataRequest *req = NULL;
+    tfs_servable  *s = NULL;
+    uint8_t       *map_bytes = NULL;
+    size_t         map_len = 0;
+    tfs_model_spec spec;
+    tfs__arena     a;
+    enum tfs_code  code;
+
+    tfs__arena_init(&a);
+    req = (Tensorflow__Serving__GetModelMetadataRequest *)tfs__grpc_unpack(
+        &tensorflow__serving__get_model_metadata_request__descriptor, in, n, st);
+    if (!req) {
+        code = st ? st->code : TFS_INVALID_ARGUMENT;
+        goto fail;
+    }
+    if ((code = tfs__grpc_read_spec(req->model_spec, &spec, st)) != TFS_OK)
+        goto fail;
+    if (req->n_metadata_field == 0) {
+        code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "GetModelMetadataRequest must specify at least one metadata_field");
+        goto fail;
+    }
+    for (size_t i = 0; i < req->n_metadata_field; i++) {
+        if (strcmp(req->metadata_field[i], "signature_def") != 0) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "Metadata field %s is not supported",
+                           req->metadata_field[i]);
+            goto fail;
+        }
+    }
+    if ((code = tfs_service_acquire(l, &spec, &s, st)) != TFS_OK)
+        goto fail;
+
+    const tfs_savedmodel *m = tfs_servable_model(s);
+    int                   n_sigs = tfs_savedmodel_signature_count(m);
+    Tensorflow__Serving__SignatureDefMap map = TENSORFLOW__SERVING__SIGNATURE_DEF_MAP__INIT;
+    map.signature_def = tfs__arena_alloc(&a, (size_t)(n_sigs + 1) * sizeof *map.signature_def);
+    if (!map.signature_def)
+        goto oom;
+    for (int i = 0; i < n_sigs; i++) {
+        const tfs_signature *sig = tfs_savedmodel_signature_at(m, i);
+        Tensorflow__Serving__SignatureDefMap__SignatureDefEntry *e =
+            tfs__arena_alloc(&a, sizeof *e);
+        if (!e)
+            goto oom;
+        tensorflow__serving__signature_def_map__signature_def_entry__init(e);
+        e->key = sig->key;
+        if (!(e->value = signature_proto(&a, sig, st)))
+            goto oom;
+        map.signature_def[map.n_signature_def++] = e;
+    }
+    if ((code = tfs__grpc_pack(&map.base, &map_bytes, &map_len, st)) != TFS_OK)
+        goto fail;
+
+    Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+    any.type_url = SIGNATURE_DEF_MAP_URL;
+    any.value.data = map_bytes;
+    any.value.len = map_len;
+    Tensorflow__Serving__GetModelMetadataResponse__MetadataEntry entry =
+        TENSORFLOW__SERVING__GET_MODEL_METADATA_RESPONSE__METADATA_ENTRY__INIT;
+    entry.key = "signature_def";
+    entry.value = &any;
+    Tensorflow__Serving__GetModelMetadataResponse__MetadataEntry *entries[1] = {&entry};
+    Tensorflow__Serving__GetModelMetadataResponse resp =
+        TENSORFLOW__SERVING__GET_MODEL_METADATA_RESPONSE__INIT;
+    if (!(resp.model_spec = tfs__grpc_echo_spec(&a, s, NULL)))
+        goto oom;
+    resp.n_metadata = 1;
+    resp.metadata = entries;
+    code = tfs__grpc_pack(&resp.base, out, out_len, st);
+    goto done;
+oom:
+    code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory writing a GetModelMetadataResponse");
+fail:
+done:
+    tfs_free(map_bytes);
+    tfs__arena_deinit(&a);
+    tfs_servable_release(s);
+    if (req)
+        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    return code;
+}
+
+/* ---- GetModelStatus ------------------------------------------------------------------------- */
+
+enum tfs_code tfs__grpc_model_status(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                     size_t *out_len, tfs_status *st)
+{
+    Tensorflow__Serving__GetModelStatusRequest *req = NULL;
+    tfs_version_status *vs = NULL;
+    int                 n_vs = 0;
+    tfs_model_spec      spec;
+    tfs__arena          a;
+    enum tfs_code       code;
+
+    tfs__arena_init(&a);
+    req = (Tensorflow__Serving__GetModelStatusRequest *)tfs__grpc_unpack(
+        &tensorflow__serving__get_model_status_request__descriptor, in, n, st);
+    if (!req) {
+        code = st ? st->code : TFS_INVALID_ARGUMENT;
+        goto fail;
+    }
+    if ((code = tfs__grpc_read_spec(req->model_spec, &spec, st)) != TFS_OK)
+        goto fail;
+    /* Labels are ignored, as in TF Serving: all versions, or the one version asked for. */
+    if ((code = tfs_loader_model_status(l, spec.name, spec.version, &vs, &n_vs, st)) != TFS_OK)
+        goto fail;
+
+    Tensorflow__Serving__GetModelStatusResponse resp =
+        TENSORFLOW__SERVING__GET_MODEL_STATUS_RESPONSE__INIT;
+    resp.model_version_status =
+        tfs__arena_alloc(&a, (size_t)(n_vs + 1) * sizeof *resp.model_version_status);
+    if (!resp.model_version_status)
+        goto oom;
+    for (int i = 0; i < n_vs; i++) {
+        Tensorflow__Serving__ModelVersionStatus *v = tfs__arena_alloc(&a, sizeof *v);
+        Tensorflow__Serving__StatusProto        *sp = tfs__arena_alloc(&a, sizeof *sp);
+        if (!v || !sp)
+            goto oom;
+        tensorflow__serving__model_version_status__init(v);
+        tensorflow__serving__status_proto__init(sp);
+        v->version = vs[i].version;
+        v->state = (Tensorflow__Serving__ModelVersionStatus__State)vs[i].state;
+        sp->error_code = (Tensorflow__Error__Code)vs[i].status.code;
+        sp->error_message = vs[i].status.code == TFS_OK ? "" : vs[i].status.msg;
+        v->status = sp;
+        resp.model_version_status[resp.n_model_version_status++] = v;
+    }
+    code = tfs__grpc_pack(&resp.base, out, out_len, st);
+    goto done;
+oom:
+    code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory writing a GetModelStatusResponse");
+fail:
+done:
+    tfs_free(vs);
+    tfs__arena_deinit(&a);
+    if (req)
+        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    return code;
+}
+
+/* ---- not served yet ------------------------------------------------------------------------- */
+
+static enum tfs_code unimplemented(const char *what, uint8_t **out, size_t *out_len,
+                                   tfs_status *st)
+{
+    *out = NULL;
+    *out_len = 0;
+    return TFS_ERR(st, TFS_UNIMPLEMENTED, "%s is not implemented by tfserve yet", what);
+}
+
+enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                      size_t *out_len, tfs_status *st)
+{
+    (void)l, (void)in, (void)n;
+    return unimplemented("ModelService/HandleReloadConfigRequest (needs the model lifecycle)",
+                         out, out_len, st);
+}

@@ -1,0 +1,88 @@
+/* gRPC front end internals shared by server/grpc*.c: an allocation arena for response messages,
+ * TensorProto <-> tfs_tensor, and the method handlers (one per RPC, bytes in, bytes out), which
+ * know nothing about the completion queue.
+ */
+#ifndef TFS_SERVER_GRPC_IMPL_H
+#define TFS_SERVER_GRPC_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server-impl.h"
+#include "tensorflow/core/framework/tensor.pb-c.h"
+#include "tensorflow_serving/apis/model.pb-c.h"
+
+/* ---- arena (grpc-tensor.c) ------------------------------------------------------------------ */
+
+/* Response messages are built from many small pieces; an arena frees them all at once. Out of
+ * memory is sticky (a->oom): allocations then return NULL and the caller checks once. */
+typedef struct tfs__arena_blk tfs__arena_blk;
+typedef struct tfs__arena {
+    tfs__arena_blk *head;
+    bool            oom;
+} tfs__arena;
+
+void  tfs__arena_init(tfs__arena *a);
+void  tfs__arena_deinit(tfs__arena *a);                 /* frees everything; NULL-safe */
+void *tfs__arena_alloc(tfs__arena *a, size_t n);         /* zeroed; NULL on OOM */
+char *tfs__arena_strdup(tfs__arena *a, const char *s);
+
+/* ---- TensorProto <-> tfs_tensor (grpc-tensor.c) --------------------------------------------- */
+
+/* Decodes a TensorProto as TensorFlow's Tensor::FromProto does: a non-empty tensor_content holds
+ * every element (its size must equal the shape's); otherwise the dtype's typed field, the last
+ * value repeated to fill the shape (none: zeros). INVALID_ARGUMENT "tensor parsing error: NAME
+ * (why)" for bad dtypes, shapes, sizes, half_val. Caller owns *out. */
+enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, const char *name,
+                                     tfs_tensor **out, tfs_status *st);
+/* Fills *p (already __init'ed) from t with the typed fields (AsProtoField). Arrays may point into
+ * t, which must outlive *p; the rest comes from the arena. */
+enum tfs_code tfs__grpc_tensor_to_proto(const tfs_tensor *t, tfs__arena *a, Tensorflow__TensorProto *p,
+                                   tfs_status *st);
+
+/* ---- message helpers (grpc-api.c) ----------------------------------------------------------- */
+
+/* Decodes a request with the project allocator; NULL and INVALID_ARGUMENT "Could not parse the
+ * request as NAME" for bytes that are not that message. Free with tfs__grpc_free_unpacked. */
+ProtobufCMessage *tfs__grpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *in,
+                                  size_t n, tfs_status *st);
+void tfs__grpc_free_unpacked(void *m);   /* NULL-safe */
+/* Packs m into a tfs_malloc'ed buffer (*out, *out_len). */
+enum tfs_code tfs__grpc_pack(const ProtobufCMessage *m, uint8_t **out, size_t *out_len,
+                            tfs_status *st);
+/* A request's ModelSpec as the service layer takes it (strings borrowed from ms):
+ * INVALID_ARGUMENT "Missing ModelSpec" when absent. */
+enum tfs_code tfs__grpc_read_spec(const Tensorflow__Serving__ModelSpec *ms, tfs_model_spec *spec,
+                                 tfs_status *st);
+/* The model_spec a response echoes: the servable's name and version, and signature_name when
+ * non-NULL; from the arena (NULL when it runs out). */
+Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_servable *s,
+                                                   const char *signature_name);
+
+/* ---- handlers (grpc-api.c, grpc-example.c) -------------------------------------------------- */
+
+/* One RPC: decodes in[0..n-1], answers through the service layer and packs the response into
+ * *out (tfs_malloc'ed, caller frees) with its length. On failure the status holds the gRPC code
+ * (tfs_code numbers are gRPC's) and message, and nothing is allocated. */
+typedef enum tfs_code (*tfs__grpc_handler)(tfs_loader *l, const uint8_t *in, size_t n,
+                                           uint8_t **out, size_t *out_len, tfs_status *st);
+
+enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_metadata(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                 size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_model_status(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                     size_t *out_len, tfs_status *st);
+/* Classify and Regress: the request's tf.Examples serialized and handed to the service layer
+ * (tfs__service_classify / _regress), the same functions REST calls. */
+enum tfs_code tfs__grpc_classify(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                 size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_regress(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_multi_inference(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                        size_t *out_len, tfs_status *st);
+/* Not served yet: UNIMPLEMENTED (needs the model lifecycle). */
+enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
+                                      size_t *out_len, tfs_status *st);
+
+#endif

@@ -1,0 +1,41 @@
+/* The gRPC front end of tfserve: tensorflow_model_server's PredictionService and ModelService on
+ * the gRPC C core, answering through the same service layer as REST (server.h tfs_service_*).
+ *
+ *     tfs_grpc_opts o = tfs_grpc_opts_default();
+ *     o.port = 8500;
+ *     tfs_grpc *g;
+ *     if (tfs_grpc_start(loader, &o, &g, &st) != TFS_OK) ...
+ *     ... wait for SIGTERM ...
+ *     tfs_grpc_stop(g);
+ *
+ * Thread-safety: start/stop from the main thread; tfs_grpc_port from any thread.
+ */
+#ifndef TFS_SERVER_GRPC_H
+#define TFS_SERVER_GRPC_H
+
+#include <stdint.h>
+
+#include "loader/loader.h"
+#include "runtime/status.h"
+
+typedef struct tfs_grpc tfs_grpc;
+
+typedef struct tfs_grpc_opts {
+    int         port;               /* TCP port; 0 = an ephemeral port (see tfs_grpc_port) */
+    const char *bind_address;       /* default "0.0.0.0" */
+    int         num_cq_threads;     /* completion-queue threads, >= 1 (default 1) */
+    int32_t     max_message_bytes;  /* send and receive limit; default INT32_MAX as TF Serving */
+} tfs_grpc_opts;
+
+tfs_grpc_opts tfs_grpc_opts_default(void);
+
+/* Binds, registers the methods and starts the completion-queue threads. UNAVAILABLE "could not
+ * bind gRPC to 0.0.0.0:8500" when the port cannot be opened; INVALID_ARGUMENT for bad options.
+ * Keeps a pointer to the loader (which must outlive it). Caller owns *out. */
+enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc **out,
+                             tfs_status *st);
+int  tfs_grpc_port(const tfs_grpc *g);   /* the port actually bound */
+/* Stops accepting, cancels the calls in flight, joins the threads and frees. NULL-safe. */
+void tfs_grpc_stop(tfs_grpc *g);
+
+#endif

@@ -1,0 +1,512 @@
+#!/usr/bin/python3
+"""System test of tfserve's gRPC API with a real gRPC client.
+
+Generates Python stubs at test time (Debian's protoc, into a temporary folder) from the project's
+own .proto files, starts <build>/server/tfserve on free loopback ports and calls every RPC the way
+tensorflow-serving-api clients do: Predict (float_val and tensor_content, output_filter, version
+pinning), GetModelMetadata, GetModelStatus, the counter model's stateful signatures, and the
+errors TF Serving clients see (codes and texts). The fixtures under ../shared/fixtures are used
+when present (skipped, saying so, otherwise). Prints "N passed, M failed"; exit 1 on a failure.
+
+Run: /usr/bin/python3 grpc_client_test.py --build BUILD_DIR --source SOURCE_DIR
+"""
+import argparse
+import glob
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+PASSED = 0
+FAILED = 0
+PS = "/tensorflow.serving.PredictionService/"
+MS = "/tensorflow.serving.ModelService/"
+
+
+def check(cond, what):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print("FAIL: " + what, flush=True)
+
+
+def close(a, b, tol=1e-6):
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def gen_stubs(source, out):
+    proto = os.path.join(source, "proto")
+    files = sorted(os.path.relpath(p, proto) for p in
+                   glob.glob(os.path.join(proto, "tensorflow*", "**", "*.proto"), recursive=True))
+    subprocess.run(["protoc", "--python_out=" + out, "-I" + proto, "-I/usr/include"] + files,
+                   check=True)
+    sys.path.insert(0, out)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The real tfserve binary serving one model on a free port; always killed."""
+
+    def __init__(self, build, name, base, logdir):
+        self.port = free_port()
+        self.log = open(os.path.join(logdir, "tfserve-%s-%d.log" % (name, self.port)), "w+")
+        self.proc = subprocess.Popen(
+            [os.path.join(build, "server", "tfserve"), "--port=%d" % self.port,
+             "--model_name=" + name, "--model_base_path=" + base],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.channel = grpc.insecure_channel(
+            "127.0.0.1:%d" % self.port,
+            options=[("grpc.max_receive_message_length", -1),
+                     ("grpc.max_send_message_length", -1)])
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=30)
+        except grpc.FutureTimeoutError:
+            text = self.logs()
+            self.stop()
+            raise RuntimeError("tfserve did not open gRPC port %d:\n%s" % (self.port, text))
+        # Readiness of the port does not mean the model is loaded: wait for AVAILABLE.
+        from tensorflow_serving.apis import get_model_status_pb2 as gms
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            req = gms.GetModelStatusRequest()
+            req.model_spec.name = name
+            try:
+                r = self.call(MS + "GetModelStatus", req, gms.GetModelStatusResponse)
+                if any(v.state == gms.ModelVersionStatus.AVAILABLE for v in r.model_version_status):
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+
+    def call(self, path, req, resp_type, timeout=10):
+        f = self.channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=resp_type.FromString)
+        return f(req, timeout=timeout)
+
+    def raw(self, path, data, timeout=10):
+        return self.channel.unary_unary(path)(data, timeout=timeout)
+
+    def logs(self):
+        if self.log.closed:
+            return "(log closed)"
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        """SIGTERM, then check the exit is clean and prompt."""
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                rc = None
+            check(rc == 0, "tfserve exits 0 on SIGTERM (rc %s)" % rc)
+        self.log.close()
+
+
+def expect_error(fn, code, text, what):
+    try:
+        fn()
+        check(False, what + ": expected %s, got OK" % code)
+    except grpc.RpcError as e:
+        ok = e.code() == code and text in (e.details() or "")
+        check(ok, "%s: expected %s %r, got %s %r" % (what, code, text, e.code(), e.details()))
+
+
+def predict_req(name, values=None, content=False, version=None, label=None, signature=None,
+                dtype=1, shape=None, key="x"):
+    from tensorflow_serving.apis import predict_pb2
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = name
+    if version is not None:
+        req.model_spec.version.value = version
+    if label is not None:
+        req.model_spec.version_label = label
+    if signature is not None:
+        req.model_spec.signature_name = signature
+    if values is not None:
+        t = req.inputs[key]
+        t.dtype = dtype
+        for d in (shape if shape is not None else [len(values)]):
+            t.tensor_shape.dim.add().size = d
+        if content:
+            t.tensor_content = struct.pack("<%df" % len(values), *values)
+        else:
+            t.float_val.extend(values)
+    return req
+
+
+def predict(srv, req):
+    from tensorflow_serving.apis import predict_pb2
+    return srv.call(PS + "Predict", req, predict_pb2.PredictResponse)
+
+
+def check_half_plus_two(srv, name, version, what):
+    for content in (False, True):
+        r = predict(srv, predict_req(name, [1.0, 2.0, 5.0], content=content))
+        y = r.outputs["y"]
+        check(list(r.outputs.keys()) == ["y"], "%s: outputs %s" % (what, list(r.outputs.keys())))
+        check(close(list(y.float_val), [2.5, 3.0, 4.5]) and y.dtype == 1,
+              "%s predict (tensor_content=%s): %s" % (what, content, y))
+        check([d.size for d in y.tensor_shape.dim] in ([3], [3, 1]),
+              "%s output shape %s" % (what, y.tensor_shape))
+        check(not y.tensor_content, "%s: response uses typed fields" % what)
+        check(r.model_spec.name == name and r.model_spec.version.value == version and
+              r.model_spec.signature_name == "serving_default",
+              "%s response model_spec %s" % (what, r.model_spec))
+    # A single float_val broadcasts to the shape (TF's last-value rule).
+    r = predict(srv, predict_req(name, [4.0], shape=[3]))
+    check(close(list(r.outputs["y"].float_val), [4.0, 4.0, 4.0]),
+          "%s broadcast float_val: %s" % (what, r.outputs["y"].float_val))
+    # output_filter: the named output only; unknown and duplicate aliases refused.
+    req = predict_req(name, [1.0])
+    req.output_filter.append("y")
+    r = predict(srv, req)
+    check(close(list(r.outputs["y"].float_val), [2.5]), "%s output_filter y" % what)
+    req.output_filter.append("y")
+    expect_error(lambda: predict(srv, req), grpc.StatusCode.INVALID_ARGUMENT,
+                 "duplicate output tensor alias: y", what + " duplicate output_filter")
+    req = predict_req(name, [1.0])
+    req.output_filter.append("nope")
+    expect_error(lambda: predict(srv, req), grpc.StatusCode.INVALID_ARGUMENT,
+                 "output tensor alias not found in signature: nope", what + " bad output_filter")
+
+
+def check_metadata(srv, name, version, what, signatures):
+    from tensorflow_serving.apis import get_model_metadata_pb2 as gmm
+    req = gmm.GetModelMetadataRequest()
+    req.model_spec.name = name
+    req.metadata_field.append("signature_def")
+    r = srv.call(PS + "GetModelMetadata", req, gmm.GetModelMetadataResponse)
+    anyv = r.metadata["signature_def"]
+    check(anyv.type_url == "type.googleapis.com/tensorflow.serving.SignatureDefMap",
+          "%s metadata type_url %r" % (what, anyv.type_url))
+    m = gmm.SignatureDefMap()
+    check(anyv.Unpack(m), what + " metadata Any unpacks")
+    for s in signatures:
+        check(s in m.signature_def, "%s metadata has signature %s (%s)"
+              % (what, s, sorted(m.signature_def.keys())))
+    sd = m.signature_def["serving_default"]
+    x = sd.inputs["x"]
+    check(x.name in ("x:0", "serving_default_x:0") and x.dtype == 1, "%s serving_default input x: %s" % (what, x))
+    check("y" in sd.outputs and sd.method_name == "tensorflow/serving/predict",
+          "%s serving_default outputs/method: %s" % (what, sd))
+    check(r.model_spec.name == name and r.model_spec.version.value == version,
+          "%s metadata model_spec %s" % (what, r.model_spec))
+    req.ClearField("metadata_field")
+    expect_error(lambda: srv.call(PS + "GetModelMetadata", req, gmm.GetModelMetadataResponse),
+                 grpc.StatusCode.INVALID_ARGUMENT,
+                 "GetModelMetadataRequest must specify at least one metadata_field",
+                 what + " metadata without metadata_field")
+    req.metadata_field.append("graph")
+    expect_error(lambda: srv.call(PS + "GetModelMetadata", req, gmm.GetModelMetadataResponse),
+                 grpc.StatusCode.INVALID_ARGUMENT, "Metadata field graph is not supported",
+                 what + " metadata field graph")
+
+
+def check_metadata_json(srv, name, path, what):
+    """The SignatureDefMap equals what TF Serving answers for the same model (fixture JSON)."""
+    import json
+    from google.protobuf import json_format
+    from tensorflow_serving.apis import get_model_metadata_pb2 as gmm
+    req = gmm.GetModelMetadataRequest()
+    req.model_spec.name = name
+    req.metadata_field.append("signature_def")
+    r = srv.call(PS + "GetModelMetadata", req, gmm.GetModelMetadataResponse)
+    m = gmm.SignatureDefMap()
+    r.metadata["signature_def"].Unpack(m)
+    got = json_format.MessageToDict(m, preserving_proto_field_name=True,
+                                    including_default_value_fields=True)
+    with open(path) as f:
+        want = json.load(f)["metadata"]["signature_def"]
+    check(got == want, "%s SignatureDefMap equals %s:\n%s" % (what, path, json.dumps(got)))
+
+
+def examples(inp, values, key="x"):
+    for v in values:
+        e = inp.examples.add()
+        if v is not None:
+            e.features.feature[key].float_list.value.append(v)
+
+
+def check_classify_regress(srv, name, version, what):
+    from tensorflow_serving.apis import classification_pb2 as C
+    from tensorflow_serving.apis import inference_pb2 as I
+    from tensorflow_serving.apis import regression_pb2 as R
+    E = grpc.StatusCode
+    q = C.ClassificationRequest()
+    q.model_spec.name = name
+    q.model_spec.signature_name = "classify_x_to_y"
+    examples(q.input.example_list, [1.0, 2.0])
+    r = srv.call(PS + "Classify", q, C.ClassificationResponse)
+    got = [[(c.label, c.score) for c in cl.classes] for cl in r.result.classifications]
+    check(got == [[("", 2.5)], [("", 3.0)]], "%s classify_x_to_y: %s" % (what, got))
+    check(r.model_spec.name == name and r.model_spec.version.value == version and
+          r.model_spec.signature_name == "classify_x_to_y", "%s classify model_spec %s"
+          % (what, r.model_spec))
+    for sig, want in (("regress_x_to_y", [2.5, 3.0]), ("regress_x_to_y2", [3.5, 4.0])):
+        q = R.RegressionRequest()
+        q.model_spec.name = name
+        q.model_spec.signature_name = sig
+        examples(q.input.example_list, [1.0, 2.0])
+        r = srv.call(PS + "Regress", q, R.RegressionResponse)
+        got = [x.value for x in r.result.regressions]
+        check(close(got, want), "%s %s: %s, want %s" % (what, sig, got, want))
+    # A context fills the features an example leaves out; the example's own value wins.
+    q = R.RegressionRequest()
+    q.model_spec.name = name
+    q.model_spec.signature_name = "regress_x_to_y"
+    c = q.input.example_list_with_context
+    c.context.features.feature["x"].float_list.value.append(4.0)
+    examples(c, [None, 1.0])
+    r = srv.call(PS + "Regress", q, R.RegressionResponse)
+    got = [x.value for x in r.result.regressions]
+    check(close(got, [4.0, 2.5]), "%s regress with context: %s" % (what, got))
+    q.model_spec.signature_name = "nope"
+    expect_error(lambda: srv.call(PS + "Regress", q, R.RegressionResponse), E.INVALID_ARGUMENT,
+                 "No signature was found with the name: nope", what + " regress unknown signature")
+    q = C.ClassificationRequest()
+    q.model_spec.name = name
+    q.model_spec.signature_name = "classify_x_to_y"
+    expect_error(lambda: srv.call(PS + "Classify", q, C.ClassificationResponse),
+                 E.INVALID_ARGUMENT, "Input is empty.", what + " classify without examples")
+    # MultiInference: classify and regress over one input, results in task order.
+    q = I.MultiInferenceRequest()
+    for sig, method in (("classify_x_to_y", "tensorflow/serving/classify"),
+                        ("regress_x_to_y2", "tensorflow/serving/regress")):
+        t = q.tasks.add()
+        t.model_spec.name = name
+        t.model_spec.signature_name = sig
+        t.method_name = method
+    examples(q.input.example_list, [1.0, 2.0])
+    r = srv.call(PS + "MultiInference", q, I.MultiInferenceResponse)
+    ok = (len(r.results) == 2 and
+          [c.classes[0].score for c in r.results[0].classification_result.classifications] ==
+          [2.5, 3.0] and
+          close([x.value for x in r.results[1].regression_result.regressions], [3.5, 4.0]) and
+          r.results[1].model_spec.signature_name == "regress_x_to_y2" and
+          r.results[0].model_spec.version.value == version)
+    check(ok, "%s multi-inference: %s" % (what, r))
+    q.tasks[1].model_spec.signature_name = "classify_x_to_y"
+    expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                 E.INVALID_ARGUMENT, "Duplicate evaluation of signature: classify_x_to_y",
+                 what + " multi-inference duplicate signature")
+    q.tasks[1].model_spec.signature_name = "regress_x_to_y"
+    q.tasks[1].model_spec.name = "other"
+    expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                 E.INVALID_ARGUMENT, "must access the same model name",
+                 what + " multi-inference two models")
+    q.tasks[1].model_spec.name = name
+    q.tasks[1].method_name = "tensorflow/serving/predict"
+    expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                 E.UNIMPLEMENTED, "Unsupported signature method_name: tensorflow/serving/predict",
+                 what + " multi-inference predict task")
+
+
+def check_status(srv, name, versions, what):
+    from tensorflow_serving.apis import get_model_status_pb2 as gms
+    req = gms.GetModelStatusRequest()
+    req.model_spec.name = name
+    r = srv.call(MS + "GetModelStatus", req, gms.GetModelStatusResponse)
+    got = sorted((v.version, v.state, v.status.error_code) for v in r.model_version_status)
+    want = sorted((v, gms.ModelVersionStatus.AVAILABLE, 0) for v in versions)
+    check(got == want, "%s status %s, want %s" % (what, got, want))
+    req.model_spec.name = "nope"
+    expect_error(lambda: srv.call(MS + "GetModelStatus", req, gms.GetModelStatusResponse),
+                 grpc.StatusCode.NOT_FOUND, "nope", what + " status of unknown model")
+
+
+def check_errors(srv, name, what):
+    from tensorflow_serving.apis import predict_pb2
+    E = grpc.StatusCode
+    expect_error(lambda: predict(srv, predict_req("nope", [1.0])), E.NOT_FOUND,
+                 "Servable not found for request: Latest(nope)", what + " unknown model")
+    expect_error(lambda: predict(srv, predict_req(name, [1.0], version=999)), E.NOT_FOUND,
+                 "Servable not found for request: Specific(%s, 999)" % name,
+                 what + " unknown version")
+    expect_error(lambda: predict(srv, predict_req(name, [1.0], signature="nope")),
+                 E.FAILED_PRECONDITION, 'Serving signature key "nope" not found.',
+                 what + " unknown signature")
+    expect_error(lambda: predict(srv, predict_pb2.PredictRequest()), E.INVALID_ARGUMENT,
+                 "Missing ModelSpec", what + " no model_spec")
+    expect_error(lambda: predict(srv, predict_req("", [1.0])), E.INVALID_ARGUMENT,
+                 "ModelSpec has no name specified.", what + " empty model name")
+    req = predict_req(name)
+    t = req.inputs["x"]
+    t.dtype = 7
+    t.tensor_shape.dim.add().size = 1
+    t.string_val.append(b"abc")
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "", what + " wrong dtype (string)")
+    req = predict_req(name, [1.0, 2.0], content=True, shape=[3])
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "tensor_content",
+                 what + " tensor_content size mismatch")
+    req = predict_req(name)
+    t = req.inputs["x"]
+    t.dtype = 19
+    t.tensor_shape.dim.add().size = 1
+    t.half_val.append(0x3C00)
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "half_val", what + " half_val")
+    req = predict_req(name, [1.0], key="nope")
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "", what + " unknown input name")
+    expect_error(lambda: srv.raw(PS + "Predict", b"\xff\xff\xff\xff garbage"), E.INVALID_ARGUMENT,
+                 "", what + " garbage bytes")
+    t0 = time.time()
+    expect_error(lambda: srv.raw("/tensorflow.serving.PredictionService/Nope", b"", timeout=5),
+                 E.UNIMPLEMENTED, "", what + " unknown method")
+    check(time.time() - t0 < 1.0, "%s unknown method answered in %.2f s" % (what, time.time() - t0))
+    from tensorflow_serving.apis import classification_pb2 as C
+    q = C.ClassificationRequest()
+    q.model_spec.name = name
+    examples(q.input.example_list, [1.0])
+    expect_error(lambda: srv.call(PS + "Classify", q, C.ClassificationResponse),
+                 E.INVALID_ARGUMENT, "" if what != "demo" else "No classification inputs found",
+                 what + " classify on a predict signature")
+    expect_error(lambda: srv.raw(MS + "HandleReloadConfigRequest", b""), E.UNIMPLEMENTED, "",
+                 what + " HandleReloadConfigRequest")
+    # Still serving after all of that.
+    r = predict(srv, predict_req(name, [1.0]))
+    check(close(list(r.outputs["y"].float_val), [2.5]), what + " still answers after errors")
+
+
+def check_counter(srv, what):
+    name = "counter"
+
+    def run(sig, delta=None):
+        req = predict_req(name, signature=sig)
+        if delta is not None:
+            t = req.inputs["delta"]
+            t.dtype = 1
+            t.float_val.append(delta)
+        r = predict(srv, req)
+        check(len(r.outputs) == 1, "%s %s has one output: %s" % (what, sig, r))
+        t = list(r.outputs.values())[0] if r.outputs else None
+        check(t is not None and t.dtype == 1, "%s %s output dtype float (not _REF): %s"
+              % (what, sig, t))
+        return list(t.float_val) if t is not None else []
+
+    run("reset_counter")
+    check(close(run("get_counter"), [0.0]), what + " counter is 0 after reset")
+    run("incr_counter_by", 3.0)
+    check(close(run("get_counter"), [3.0]), what + " counter is 3 after incr_counter_by 3")
+    run("incr_counter")
+    check(close(run("get_counter"), [4.0]), what + " counter is 4 after incr_counter")
+    run("reset_counter")
+    check(close(run("get_counter"), [0.0]), what + " counter is 0 after the second reset")
+
+
+def throughput(srv, name, n=2000):
+    req = predict_req(name, [1.0, 2.0, 5.0])
+    f = srv.channel.unary_unary(PS + "Predict", request_serializer=lambda m: m.SerializeToString())
+    t0 = time.time()
+    for _ in range(n):
+        f(req, timeout=10)
+    dt = time.time() - t0
+    print("Predict %s: %d sequential calls in %.2f s = %.0f calls/s (Python client, 1 in flight)"
+          % (name, n, dt, n / dt), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--bench", action="store_true", help="also time sequential Predict calls")
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)   # tfserve wants an absolute --model_base_path
+    a.source = os.path.abspath(a.source)
+    tmp = tempfile.mkdtemp(prefix="tfs-grpc-test-")
+    servers = []
+    try:
+        gen_stubs(a.source, tmp)
+        demo = os.path.join(a.build, "models", "half_plus_two")
+        s = Server(a.build, "half_plus_two", demo, tmp)
+        servers.append(s)
+        check_half_plus_two(s, "half_plus_two", 1, "demo")
+        check_metadata(s, "half_plus_two", 1, "demo", ["serving_default"])
+        check_status(s, "half_plus_two", [1], "demo")
+        check_errors(s, "half_plus_two", "demo")
+        # Messages past gRPC's 4 MiB default: TF Serving lifts the limit to INT32_MAX.
+        big = [float(i % 100) for i in range(2 * 1024 * 1024)]
+        r = predict(s, predict_req("half_plus_two", big, content=True))
+        y = r.outputs["y"].float_val
+        check(len(y) == len(big) and y[7] == 0.5 * 7 + 2 and y[-1] == 0.5 * big[-1] + 2,
+              "demo 8 MiB request and response (%d values)" % len(y))
+        # A port in use is a startup error, not a silently shared port.
+        p = subprocess.run([os.path.join(a.build, "server", "tfserve"), "--port=%d" % s.port,
+                            "--model_name=half_plus_two", "--model_base_path=" + demo],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        out = p.stdout.decode(errors="replace")
+        check(p.returncode == 1 and "could not bind gRPC" in out,
+              "second server on the same port: rc %d, %s" % (p.returncode, out[-300:]))
+        if a.bench:
+            throughput(s, "half_plus_two")
+        s.stop()
+        servers.remove(s)
+
+        fx = os.path.join(a.source, "..", "shared", "fixtures", "tf_serving")
+        if not os.path.isdir(fx):
+            print("SKIP: fixture tests: %s is absent" % os.path.normpath(fx), flush=True)
+        else:
+            sigs = ["serving_default", "classify_x_to_y", "regress_x_to_y", "regress_x_to_y2",
+                    "regress_x2_to_y3"]
+            for d, what in (("saved_model_half_plus_two_cpu", "tf1"),
+                            ("saved_model_half_plus_two_tf2_cpu", "tf2")):
+                s = Server(a.build, "half_plus_two", os.path.join(fx, d), tmp)
+                servers.append(s)
+                check_half_plus_two(s, "half_plus_two", 123, what)
+                check_metadata(s, "half_plus_two", 123, what, sigs)
+                check_status(s, "half_plus_two", [123], what)
+                check_classify_regress(s, "half_plus_two", 123, what)
+                if what == "tf1":
+                    check_metadata_json(s, "half_plus_two",
+                                        os.path.join(fx, "half_plus_two_model_metadata.json"), what)
+                check_errors(s, "half_plus_two", what)
+                s.stop()
+                servers.remove(s)
+            s = Server(a.build, "hp2", os.path.join(fx, "saved_model_half_plus_two_2_versions"),
+                       tmp)
+            servers.append(s)
+            check_half_plus_two(s, "hp2", 124, "2 versions, latest")
+            r = predict(s, predict_req("hp2", [1.0], version=124))
+            check(r.model_spec.version.value == 124, "pinned version 124: %s" % r.model_spec)
+            expect_error(lambda: predict(s, predict_req("hp2", [1.0], version=123)),
+                         grpc.StatusCode.NOT_FOUND, "Specific(hp2, 123)",
+                         "version 123 is not served (latest policy)")
+            s.stop()
+            servers.remove(s)
+            s = Server(a.build, "counter", os.path.join(fx, "saved_model_counter"), tmp)
+            servers.append(s)
+            check_counter(s, "counter")
+            s.stop()
+            servers.remove(s)
+    except Exception as e:  # a crash of the test itself is a failure, with the server logs
+        check(False, "test raised %r" % e)
+        for s in servers:
+            print("---- server log ----\n" + s.logs(), flush=True)
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (PASSED, FAILED), flush=True)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
