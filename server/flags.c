@@ -40,6 +40,13 @@ static const flag_def flags[] = {
      "Number of threads for HTTP/REST API processing (default 4 x CPUs)"},
     {"rest_api_timeout_in_ms", FLAG_INT, "30000", F(rest_api_timeout_in_ms),
      "Timeout for HTTP/REST API calls (not enforced by tfserve yet)"},
+    {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),
+     "Threads taking gRPC calls off the completion queue, 1..64 (a tfserve flag)"},
+    {"grpc_max_threads", FLAG_INT, NULL, F(grpc_max_threads),
+     "Max grpc server threads (accepted for compatibility; see --grpc_num_threads)"},
+    {"grpc_channel_arguments", FLAG_STRING, "", F(grpc_channel_arguments),
+     "Comma-separated key=value gRPC channel arguments, e.g. "
+     "grpc.max_receive_message_length=1000 (overrides the INT32_MAX message limit)"},
     {"model_name", FLAG_STRING, "default", F(model_name), "Name of the model"},
     {"model_base_path", FLAG_STRING, "", F(model_base_path),
      "Absolute path to the model: a folder of integer version folders (required)"},
@@ -119,6 +126,7 @@ static enum tfs_code apply_defaults(tfs_server_flags *f, tfs_status *st)
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     f->rest_api_num_threads = 4 * (cpus > 0 ? cpus : 1);
+    f->grpc_max_threads = 4 * (cpus > 0 ? cpus : 1);
     return TFS_OK;
 }
 

@@ -1,13 +1,17 @@
-/* tfserve's gRPC server on the gRPC C core: one completion queue per CQ thread, a pool of calls
- * posted per registered method on each queue, and one generic call per queue so that a method no
- * one registered is answered UNIMPLEMENTED at once instead of hanging until the client's deadline.
- * Each call is answered with a single batch (initial metadata, message, status, close). The
- * handlers (grpc-api.c) turn request bytes into response bytes through the service layer.
+/* tfserve's gRPC server on the gRPC C core: ONE completion queue shared by several threads (so a
+ * call that runs long holds one thread and the others keep taking calls off the queue; with a
+ * queue per thread, calls already matched to the busy thread's queue would wait), a pool of calls
+ * posted per registered method, and generic calls so that a method no one registered is answered
+ * UNIMPLEMENTED at once instead of hanging until the client's deadline. Each call is answered with
+ * a single batch (initial metadata, message, status, close). The handlers (grpc-api.c) turn
+ * request bytes into response bytes through the service layer; a call whose deadline has passed
+ * when it is taken off the queue is answered DEADLINE_EXCEEDED without running one.
  *
  * Shutdown follows the order the C core needs (platform.md section 2): shutdown_and_notify, cancel
- * all calls, wait for the tag, shut the queues down, drain them, destroy server and queues, and
- * only then grpc_shutdown. Posted calls come back with success == 0 then; they are freed, not
- * re-posted.
+ * all calls, wait for the tag AND for every call object to come back (posted calls return with
+ * success == 0 and are freed, not re-posted; calls being answered finish their batch), only then
+ * shut the queue down (a batch started on a shut-down queue aborts the process), drain it, join
+ * the threads, destroy server and queue, and grpc_shutdown.
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -16,10 +20,12 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/alloc.h"
@@ -27,10 +33,13 @@
 #include "server/grpc.h"
 
 #define LOG_MODULE "grpc"
-/* Calls kept posted per method and queue: enough that a burst of new calls never waits for a
- * re-post. */
+/* Calls kept posted per method: a base plus some per thread, enough that a burst of new calls
+ * never waits for a re-post (calls beyond the pool wait in the server, they are not refused). */
 #define CALLS_PER_METHOD 16
+#define CALLS_PER_THREAD 8
 #define MAX_CQ_THREADS 64
+/* Our defaults (message limits, no SO_REUSEPORT) plus what --grpc_channel_arguments adds. */
+#define MAX_CHANNEL_ARGS 64
 
 typedef struct method {
     const char       *path;
@@ -50,10 +59,8 @@ static const method methods[] = {
 #define N_METHODS ((int)(sizeof methods / sizeof methods[0]))
 #define GENERIC (-1)
 
-typedef struct worker worker;
-
 typedef struct call {
-    worker            *w;
+    tfs_grpc          *g;
     int                method;       /* index into methods, or GENERIC */
     bool               sending;      /* false: posted, waiting for a client */
     grpc_call         *call;
@@ -66,31 +73,29 @@ typedef struct call {
     int                cancelled;
 } call;
 
-struct worker {
-    tfs_grpc              *g;
-    grpc_completion_queue *cq;
-    pthread_t              thread;
-    bool                   started;
-};
-
 struct tfs_grpc {
-    tfs_loader  *loader;
-    grpc_server *server;
-    void        *registered[N_METHODS];
-    int          port;
-    int          n_workers;
-    worker      *workers;
-    bool         grpc_inited;
-    bool         server_started;
-    int          shutdown_tag;   /* its address is the tag */
-    atomic_bool  stopping;
+    tfs_loader            *loader;
+    grpc_server           *server;
+    grpc_completion_queue *cq;
+    void                  *registered[N_METHODS];
+    int                    port;
+    int                    n_threads;
+    int                    n_started;      /* threads running worker_main */
+    pthread_t             *threads;
+    bool                   grpc_inited;
+    bool                   server_started;
+    int                    shutdown_tag;   /* its address is the tag */
+    atomic_bool            stopping;       /* no more re-posts */
+    atomic_bool            tag_seen;       /* the server has stopped */
+    atomic_bool            cq_shut;        /* grpc_completion_queue_shutdown was called */
+    atomic_int             live;           /* call objects not yet freed */
 };
 
 tfs_grpc_opts tfs_grpc_opts_default(void)
 {
     return (tfs_grpc_opts){
-        .port = 8500, .bind_address = "0.0.0.0", .num_cq_threads = 1,
-        .max_message_bytes = INT32_MAX};
+        .port = 8500, .bind_address = "0.0.0.0", .num_cq_threads = 2,
+        .max_message_bytes = INT32_MAX, .channel_args = NULL};
 }
 
 int tfs_grpc_port(const tfs_grpc *g)
@@ -104,6 +109,7 @@ static void call_free(call *c)
 {
     if (!c)
         return;
+    atomic_fetch_sub(&c->g->live, 1);
     grpc_metadata_array_destroy(&c->md);
     if (c->method == GENERIC)
         grpc_call_details_destroy(&c->details);
@@ -117,26 +123,26 @@ static void call_free(call *c)
     tfs_free(c);
 }
 
-/* Posts a fresh call for `m` on w's queue. False when it cannot (out of memory, or the server
- * is shutting down); the pool then shrinks by one, which only costs latency. */
-static bool post(worker *w, int m)
+/* Posts a fresh call for `m`. False when it cannot (out of memory, or the server is shutting
+ * down); the pool then shrinks by one, which only costs latency. */
+static bool post(tfs_grpc *g, int m)
 {
-    tfs_grpc *g = w->g;
-    call     *c = tfs_calloc(1, sizeof *c);
+    call           *c = tfs_calloc(1, sizeof *c);
     grpc_call_error e;
 
     if (!c)
         return false;
-    c->w = w;
+    atomic_fetch_add(&g->live, 1);
+    c->g = g;
     c->method = m;
     c->status_details = grpc_empty_slice();
     grpc_metadata_array_init(&c->md);
     if (m == GENERIC) {
         grpc_call_details_init(&c->details);
-        e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, w->cq, w->cq, c);
+        e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq, c);
     } else {
         e = grpc_server_request_registered_call(g->server, g->registered[m], &c->call,
-                                                &c->deadline, &c->md, &c->payload, w->cq, w->cq,
+                                                &c->deadline, &c->md, &c->payload, g->cq, g->cq,
                                                 c);
     }
     if (e != GRPC_CALL_OK) {
@@ -154,7 +160,7 @@ static void slice_free(void *p)
 /* Runs the handler and starts the one batch that answers the call. */
 static void answer(call *c)
 {
-    tfs_grpc     *g = c->w->g;
+    tfs_grpc     *g = c->g;
     tfs_status    st;
     uint8_t      *out = NULL;
     size_t        out_len = 0;
@@ -165,10 +171,13 @@ static void answer(call *c)
         char *path = grpc_slice_to_c_string(c->details.method);
         code = TFS_ERR(&st, TFS_UNIMPLEMENTED, "Method not found: %s", path ? path : "");
         gpr_free(path);
+    } else if (gpr_time_cmp(gpr_now(c->deadline.clock_type), c->deadline) > 0) {
+        /* The client has given up: running the model would only cost the other calls. */
+        code = TFS_ERR(&st, TFS_DEADLINE_EXCEEDED, "Deadline Exceeded");
+        TFS_LOG_DEBUG(LOG_MODULE, "%s: deadline passed before it ran; not run",
+                      methods[c->method].path);
     } else if (!c->payload) {
         code = TFS_ERR(&st, TFS_INVALID_ARGUMENT, "the request carried no message");
-    } else if (gpr_time_cmp(gpr_now(c->deadline.clock_type), c->deadline) > 0) {
-        code = TFS_ERR(&st, TFS_DEADLINE_EXCEEDED, "Deadline Exceeded");
     } else {
         grpc_byte_buffer_reader r;
         if (!grpc_byte_buffer_reader_init(&r, c->payload)) {
@@ -215,36 +224,111 @@ static void answer(call *c)
     }
 }
 
-/* One completion-queue thread. Handlers run here: with one thread a long model run delays the
- * other calls of this queue, which is why the loop is written for several. */
+/* The queue may be shut down once the server has stopped and every call object is back: no
+ * batch can be started on it after that. Whichever thread sees both shuts it down, once. */
+static void maybe_shut_cq(tfs_grpc *g)
+{
+    if (atomic_load(&g->tag_seen) && atomic_load(&g->live) == 0 &&
+        !atomic_exchange(&g->cq_shut, true))
+        grpc_completion_queue_shutdown(g->cq);
+}
+
+/* One of the threads on the shared queue. Handlers run here: a long model run holds this thread
+ * only; the others keep answering. */
 static void *worker_main(void *arg)
 {
-    worker   *w = arg;
-    tfs_grpc *g = w->g;
+    tfs_grpc *g = arg;
 
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+        grpc_event ev = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
                                                    NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         if (ev.tag == &g->shutdown_tag) {
-            /* The server has stopped: every queue can now be shut down. */
-            for (int i = 0; i < g->n_workers; i++)
-                grpc_completion_queue_shutdown(g->workers[i].cq);
-            continue;
+            atomic_store(&g->tag_seen, true);
+        } else {
+            call *c = ev.tag;
+            if (c->sending || !ev.success) {
+                call_free(c);   /* answered, or a posted call returned at shutdown */
+            } else {
+                if (!atomic_load(&g->stopping))
+                    post(g, c->method);   /* keep the pool full before doing the work */
+                answer(c);
+            }
         }
-        call *c = ev.tag;
-        if (c->sending || !ev.success) {
-            call_free(c);   /* answered, or a posted call returned at shutdown */
-            continue;
-        }
-        if (!atomic_load(&g->stopping))
-            post(w, c->method);   /* keep the pool full before doing the work */
-        answer(c);
+        if (atomic_load(&g->stopping))
+            maybe_shut_cq(g);
     }
     return NULL;
+}
+
+/* ---- channel arguments ---------------------------------------------------------------------- */
+
+/* An int32 as TF Serving's safe_strto32 takes one: the whole text, in range. */
+static bool parse_int32(const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno == ERANGE || x < INT32_MIN || x > INT32_MAX)
+        return false;
+    *out = (int)x;
+    return true;
+}
+
+static bool args_has(const grpc_arg *a, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(a[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* Splits text (a writable copy of --grpc_channel_arguments) into args[0..*n-1], keys and string
+ * values pointing into text, then appends each default whose key the user did not set. */
+static enum tfs_code build_args(char *text, const tfs_grpc_opts *opts, grpc_arg *args, int *n,
+                                tfs_status *st)
+{
+    static const char *const int_keys[3] = {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                                            GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+                                            GRPC_ARG_ALLOW_REUSEPORT};
+    int  int_vals[3] = {opts->max_message_bytes, opts->max_message_bytes, 0};
+    char *save = NULL;
+
+    *n = 0;
+    for (char *kv = text ? strtok_r(text, ",", &save) : NULL; kv;
+         kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--grpc_channel_arguments entry '%s' is not "
+                           "key=value", kv);
+        if (*n >= MAX_CHANNEL_ARGS - 3)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--grpc_channel_arguments has more than %d "
+                           "entries", MAX_CHANNEL_ARGS - 3);
+        *eq = 0;
+        grpc_arg *a = &args[(*n)++];
+        a->key = kv;
+        if (parse_int32(eq + 1, &a->value.integer)) {
+            a->type = GRPC_ARG_INTEGER;
+        } else {
+            a->type = GRPC_ARG_STRING;
+            a->value.string = eq + 1;
+        }
+    }
+    /* gRPC's own limit is 4 MiB; TF Serving lifts it. SO_REUSEPORT is on by default in the C
+     * core: a second server on the same port would start and share the traffic instead of
+     * failing, and a port in use must be a startup error. */
+    int n_user = *n;
+    for (int i = 0; i < 3; i++) {
+        if (args_has(args, n_user, int_keys[i]))
+            continue;
+        args[*n] = (grpc_arg){.type = GRPC_ARG_INTEGER, .key = (char *)int_keys[i],
+                              .value.integer = int_vals[i]};
+        (*n)++;
+    }
+    return TFS_OK;
 }
 
 /* ---- start / stop --------------------------------------------------------------------------- */
@@ -253,8 +337,11 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
                              tfs_status *st)
 {
     tfs_grpc     *g = NULL;
+    char         *text = NULL;
     enum tfs_code code;
     char          addr[128];
+    grpc_arg      args[MAX_CHANNEL_ARGS];
+    int           n_args = 0;
 
     *out = NULL;
     if (opts->num_cq_threads < 1 || opts->num_cq_threads > MAX_CQ_THREADS)
@@ -263,32 +350,27 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
     if (opts->port < 0 || opts->port > 65535 || opts->max_message_bytes <= 0)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "bad gRPC options: port %d, max message bytes "
                        "%d", opts->port, (int)opts->max_message_bytes);
-    if (!(g = tfs_calloc(1, sizeof *g)) ||
-        !(g->workers = tfs_calloc((size_t)opts->num_cq_threads, sizeof *g->workers))) {
+    if ((opts->channel_args && !(text = tfs_strdup(opts->channel_args))) ||
+        !(g = tfs_calloc(1, sizeof *g)) ||
+        !(g->threads = tfs_calloc((size_t)opts->num_cq_threads, sizeof *g->threads))) {
         code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory starting gRPC");
         goto fail;
     }
+    if ((code = build_args(text, opts, args, &n_args, st)) != TFS_OK)
+        goto fail;
     g->loader = l;
-    g->n_workers = opts->num_cq_threads;
+    g->n_threads = opts->num_cq_threads;
     atomic_init(&g->stopping, false);
+    atomic_init(&g->tag_seen, false);
+    atomic_init(&g->cq_shut, false);
+    atomic_init(&g->live, 0);
     grpc_init();
     g->grpc_inited = true;
 
-    /* SO_REUSEPORT is on by default in the C core: a second server on the same port would start
-     * and share the traffic instead of failing. A port in use must be a startup error. */
-    grpc_arg args[3] = {
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = opts->max_message_bytes},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-         .value.integer = opts->max_message_bytes},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0}};
-    grpc_channel_args cargs = {3, args};
-    g->server = grpc_server_create(&cargs, NULL);
-    for (int i = 0; i < g->n_workers; i++) {
-        g->workers[i].g = g;
-        g->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
-        grpc_server_register_completion_queue(g->server, g->workers[i].cq, NULL);
-    }
+    grpc_channel_args cargs = {(size_t)n_args, args};
+    g->server = grpc_server_create(&cargs, NULL);   /* copies the arguments */
+    g->cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(g->server, g->cq, NULL);
     for (int m = 0; m < N_METHODS; m++)
         g->registered[m] = grpc_server_register_method(g->server, methods[m].path, NULL,
                                                        GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
@@ -305,25 +387,29 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
     }
     grpc_server_start(g->server);
     g->server_started = true;
-    for (int i = 0; i < g->n_workers; i++) {
-        worker *w = &g->workers[i];
-        bool    ok = post(w, GENERIC);
-        for (int m = 0; m < N_METHODS; m++)
-            for (int k = 0; k < CALLS_PER_METHOD; k++)
-                ok = post(w, m) && ok;
-        if (!ok) {
-            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not post the gRPC call pool");
-            goto fail;
-        }
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not start a gRPC thread");
-            goto fail;
-        }
-        w->started = true;
+    bool ok = true;
+    for (int k = 0; k < g->n_threads; k++)
+        ok = post(g, GENERIC) && ok;
+    for (int m = 0; m < N_METHODS; m++)
+        for (int k = 0; k < CALLS_PER_METHOD + CALLS_PER_THREAD * g->n_threads; k++)
+            ok = post(g, m) && ok;
+    if (!ok) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not post the gRPC call pool");
+        goto fail;
     }
+    for (int i = 0; i < g->n_threads; i++) {
+        if (pthread_create(&g->threads[i], NULL, worker_main, g) != 0) {
+            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not start gRPC thread %d of %d",
+                           i + 1, g->n_threads);
+            goto fail;
+        }
+        g->n_started++;
+    }
+    tfs_free(text);
     *out = g;
     return TFS_OK;
 fail:
+    tfs_free(text);
     tfs_grpc_stop(g);
     return code;
 }
@@ -334,41 +420,27 @@ void tfs_grpc_stop(tfs_grpc *g)
         return;
     atomic_store(&g->stopping, true);
     if (g->server && !g->server_started) {
-        /* Never started: nothing was posted, the queues only need to be shut down and drained. */
-        for (int i = 0; i < g->n_workers; i++) {
-            if (!g->workers[i].cq)
-                continue;
-            grpc_completion_queue_shutdown(g->workers[i].cq);
-            while (grpc_completion_queue_next(g->workers[i].cq,
-                                              gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                       .type != GRPC_QUEUE_SHUTDOWN) {
-            }
+        /* Never started: nothing was posted, the queue only needs to be shut down and drained. */
+        grpc_completion_queue_shutdown(g->cq);
+        while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
         }
     } else if (g->server) {
-        /* Drives the workers to GRPC_QUEUE_SHUTDOWN (see worker_main). When the threads never
-         * started, run one here to drain queue 0 and the others in turn. */
-        grpc_server_shutdown_and_notify(g->server, g->workers[0].cq, &g->shutdown_tag);
+        /* Drives the threads to GRPC_QUEUE_SHUTDOWN (see worker_main and maybe_shut_cq). When no
+         * thread started, this one drains the queue. */
+        grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
         grpc_server_cancel_all_calls(g->server);
-        for (int i = 0; i < g->n_workers; i++) {
-            worker *w = &g->workers[i];
-            if (w->started)
-                pthread_join(w->thread, NULL);
-        }
-        for (int i = 0; i < g->n_workers; i++) {
-            worker *w = &g->workers[i];
-            if (w->started || !w->cq)
-                continue;
-            w->started = true;
-            worker_main(w);
-        }
+        if (g->n_started == 0)
+            worker_main(g);
+        for (int i = 0; i < g->n_started; i++)
+            pthread_join(g->threads[i], NULL);
     }
     if (g->server)
         grpc_server_destroy(g->server);
-    for (int i = 0; g->workers && i < g->n_workers; i++)
-        if (g->workers[i].cq)
-            grpc_completion_queue_destroy(g->workers[i].cq);
+    if (g->cq)
+        grpc_completion_queue_destroy(g->cq);
     if (g->grpc_inited)
         grpc_shutdown();
-    tfs_free(g->workers);
+    tfs_free(g->threads);
     tfs_free(g);
 }

@@ -23,14 +23,19 @@ typedef struct tfs_grpc tfs_grpc;
 typedef struct tfs_grpc_opts {
     int         port;               /* TCP port; 0 = an ephemeral port (see tfs_grpc_port) */
     const char *bind_address;       /* default "0.0.0.0" */
-    int         num_cq_threads;     /* completion-queue threads, >= 1 (default 1) */
+    int         num_cq_threads;     /* threads on the completion queue, 1..64 (default 2) */
     int32_t     max_message_bytes;  /* send and receive limit; default INT32_MAX as TF Serving */
+    /* TF Serving's --grpc_channel_arguments: "key=value,key=value" handed to the C core (a value
+     * that parses as an int32 goes as an int, others as strings); a key given here overrides
+     * the defaults above (e.g. grpc.max_receive_message_length). NULL or "" for none. */
+    const char *channel_args;
 } tfs_grpc_opts;
 
 tfs_grpc_opts tfs_grpc_opts_default(void);
 
 /* Binds, registers the methods and starts the completion-queue threads. UNAVAILABLE "could not
- * bind gRPC to 0.0.0.0:8500" when the port cannot be opened; INVALID_ARGUMENT for bad options.
+ * bind gRPC to 0.0.0.0:8500" when the port cannot be opened; INVALID_ARGUMENT for bad options
+ * (a channel argument without '=' is named in the message).
  * Keeps a pointer to the loader (which must outlive it). Caller owns *out. */
 enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc **out,
                              tfs_status *st);

@@ -78,6 +78,12 @@ int main(int argc, char **argv)
         rc = start_error(&st);
         goto done;
     }
+    if (f.grpc_num_threads < 1 || f.grpc_num_threads > 64) {
+        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--grpc_num_threads=%lld is not in [1, 64]",
+                (long long)f.grpc_num_threads);
+        rc = start_error(&st);
+        goto done;
+    }
 
     /* Before any thread exists, so that every thread inherits the mask. */
     sigemptyset(&sigs);
@@ -97,6 +103,12 @@ int main(int argc, char **argv)
     /* gRPC first, as tensorflow_model_server does; a port that cannot be bound is fatal. */
     tfs_grpc_opts go = tfs_grpc_opts_default();
     go.port = (int)f.port;
+    go.num_cq_threads = (int)f.grpc_num_threads;
+    go.channel_args = f.grpc_channel_arguments;
+    /* TF Serving sizes a thread pool with it; ours is --grpc_num_threads threads on one queue. */
+    TFS_LOG_INFO(LOG_MODULE, "--grpc_max_threads=%lld accepted; serving gRPC with %d threads "
+                 "(--grpc_num_threads)%s%s", (long long)f.grpc_max_threads, go.num_cq_threads,
+                 *go.channel_args ? ", channel arguments " : "", go.channel_args);
     if (tfs_grpc_start(loader, &go, &grpc, &st) != TFS_OK) {
         rc = start_error(&st);
         goto done;

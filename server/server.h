@@ -37,6 +37,9 @@ typedef struct tfs_server_flags {
     int64_t            rest_api_port;          /* 0 = REST off (default) */
     int64_t            rest_api_num_threads;   /* default 4 x online CPUs */
     int64_t            rest_api_timeout_in_ms; /* default 30000; kept, not enforced yet */
+    int64_t            grpc_num_threads;       /* ours: threads on the gRPC queue, default 2 */
+    int64_t            grpc_max_threads;       /* TF Serving's; accepted, logged; default 4xCPUs */
+    char              *grpc_channel_arguments; /* "key=value,..." for the gRPC server, default "" */
     char              *model_name;             /* default "default" */
     char              *model_base_path;        /* required */
     char              *saved_model_tags;       /* default "serve" */

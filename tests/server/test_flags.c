@@ -24,6 +24,9 @@ START_TEST(test_flags_defaults)
     ck_assert_int_eq(f.rest_api_port, 0);
     ck_assert_int_eq(f.rest_api_num_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
     ck_assert_int_eq(f.rest_api_timeout_in_ms, 30000);
+    ck_assert_int_eq(f.grpc_num_threads, 2);
+    ck_assert_int_eq(f.grpc_max_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert_str_eq(f.grpc_channel_arguments, "");
     ck_assert_str_eq(f.model_name, "default");
     ck_assert_str_eq(f.model_base_path, "");
     ck_assert_str_eq(f.saved_model_tags, "serve");
@@ -39,8 +42,14 @@ START_TEST(test_flags_values)
     char *argv[] = {"tfserve", "--port=9000", "--rest_api_port=8501", "--model_name=half",
                     "--model_base_path=/models/half", "--rest_api_num_threads=3",
                     "--rest_api_timeout_in_ms=250", "--saved_model_tags=serve,gpu",
-                    "--verbosity=debug", "--model_name=last_wins"};
-    tfs_server_flags f = parse_ok(10, argv);
+                    "--verbosity=debug", "--model_name=last_wins", "--grpc_num_threads=5",
+                    "--grpc_max_threads=12",
+                    "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b"};
+    tfs_server_flags f = parse_ok(13, argv);
+    ck_assert_int_eq(f.grpc_num_threads, 5);
+    ck_assert_int_eq(f.grpc_max_threads, 12);
+    /* the first '=' ends the flag name; the rest is the value, '=' and ',' included */
+    ck_assert_str_eq(f.grpc_channel_arguments, "grpc.max_receive_message_length=1000,a=b");
     ck_assert_int_eq(f.port, 9000);
     ck_assert_int_eq(f.rest_api_port, 8501);
     ck_assert_int_eq(f.rest_api_num_threads, 3);
@@ -88,6 +97,8 @@ START_TEST(test_flags_bad_values)
          "Couldn't interpret value 99999999999999999999 for flag port."},
         {"--version=yes", "Couldn't interpret value yes for flag version."},
         {"--verbosity=loud", "Couldn't interpret value loud for flag verbosity."},
+        {"--grpc_num_threads=two", "Couldn't interpret value two for flag grpc_num_threads."},
+        {"--grpc_max_threads=", "Couldn't interpret value  for flag grpc_max_threads."},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char            *argv[] = {"tfserve", (char *)cases[i].arg};
@@ -127,7 +138,8 @@ START_TEST(test_flags_usage_and_version)
     const char *names[] = {"--port=8500", "--rest_api_port=0", "--rest_api_num_threads=",
                            "--rest_api_timeout_in_ms=30000", "--model_name=default",
                            "--model_base_path=", "--saved_model_tags=serve", "--verbosity=info",
-                           "--version=false", "--help=false"};
+                           "--version=false", "--help=false", "--grpc_num_threads=2",
+                           "--grpc_max_threads=", "--grpc_channel_arguments="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(text, names[i]), "usage lacks %s:\n%s", names[i], text);
     free(text);
