@@ -242,8 +242,7 @@ done:
     tfs_free(idx);
     tfs__arena_deinit(&a);
     tfs_servable_release(s);
-    if (req)
-        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    tfs__grpc_free_unpacked(req);
     return code;
 }
 
@@ -418,8 +417,7 @@ done:
     tfs_free(map_bytes);
     tfs__arena_deinit(&a);
     tfs_servable_release(s);
-    if (req)
-        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    tfs__grpc_free_unpacked(req);
     return code;
 }
 
@@ -476,8 +474,7 @@ fail:
 done:
     tfs_free(vs);
     tfs__arena_deinit(&a);
-    if (req)
-        protobuf_c_message_free_unpacked(&req->base, &pb_allocator);
+    tfs__grpc_free_unpacked(req);
     return code;
 }
 
