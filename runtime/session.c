@@ -308,30 +308,49 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* UNIMPLEMENTED listing each op type (once, sorted) that lacks a kernel among the needed nodes. */
-static enum tfs_code check_kernels(const tfs_session *s, const char *needed, tfs_status *st)
+/* The op types (sorted, each once) of needed nodes that have no kernel: *types is a tfs_malloc'ed
+ * array of *n names borrowed from the graph (NULL when there are none). */
+static enum tfs_code missing_kernels(const tfs_session *s, const char *needed, const char ***types,
+                                     int *n, tfs_status *st)
 {
     const tfs_graph *g = s->graph;
     int n_missing = 0;
+    *types = NULL;
+    *n = 0;
     for (int id = 0; id < g->n_nodes; id++)
         if (needed[id] && (!g->nodes[id].op || !g->nodes[id].op->kernel))
             n_missing++;
     if (n_missing == 0)
         return TFS_OK;
-    const char **types = tfs_malloc((size_t)n_missing * sizeof *types);
-    if (!types)
+    const char **v = tfs_malloc((size_t)n_missing * sizeof *v);
+    if (!v)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
     int k = 0;
     for (int id = 0; id < g->n_nodes; id++)
         if (needed[id] && (!g->nodes[id].op || !g->nodes[id].op->kernel))
-            types[k++] = g->nodes[id].op_type;
-    qsort(types, (size_t)k, sizeof *types, cmp_str);
+            v[k++] = g->nodes[id].op_type;
+    qsort(v, (size_t)k, sizeof *v, cmp_str);
+    int unique = 0;
+    for (int i = 0; i < k; i++)
+        if (unique == 0 || strcmp(v[i], v[unique - 1]) != 0)
+            v[unique++] = v[i];
+    *types = v;
+    *n = unique;
+    return TFS_OK;
+}
+
+/* UNIMPLEMENTED listing each op type (once, sorted) that lacks a kernel among the needed nodes. */
+static enum tfs_code check_kernels(const tfs_session *s, const char *needed, tfs_status *st)
+{
+    const char **types;
+    int k;
+    enum tfs_code rc = missing_kernels(s, needed, &types, &k, st);
+    if (rc != TFS_OK || k == 0)
+        return rc;
     char list[TFS_STATUS_MSG_MAX];
     size_t used = 0;
     list[0] = '\0';
     for (int i = 0; i < k; i++) {
-        if (i > 0 && !strcmp(types[i], types[i - 1]))
-            continue;
         int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", types[i]);
         if (w < 0 || (size_t)w >= sizeof list - used)
             break;
@@ -406,17 +425,22 @@ static void plan_free(run_plan *p)
 }
 
 /* Names -> plan. Fails with INVALID_ARGUMENT (malformed or duplicate feed, cycle), NOT_FOUND
- * (unknown tensor or target), UNIMPLEMENTED (an op to execute has no kernel). */
+ * (unknown tensor or target), UNIMPLEMENTED (an op to execute has no kernel) -- unless `missing`
+ * is given, which then receives those op types instead (see missing_kernels). */
 static enum tfs_code plan_build(const tfs_session *s, const char *const *feeds, int nfeeds,
                                 const char *const *fetches, int nfetches,
                                 const char *const *targets, int ntargets, run_plan *p,
-                                tfs_status *st)
+                                const char ***missing, int *n_missing, tfs_status *st)
 {
     const tfs_graph *g = s->graph;
     enum tfs_code rc;
     char *needed = NULL;
     int *target_nodes = NULL;
     memset(p, 0, sizeof *p);
+    if (missing) {   /* defined on every path, so the fail label may free it */
+        *missing = NULL;
+        *n_missing = 0;
+    }
     if (nfeeds < 0 || nfetches < 0 || ntargets < 0)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "negative feed, fetch or target count");
     p->n_feeds = nfeeds;
@@ -451,7 +475,9 @@ static enum tfs_code plan_build(const tfs_session *s, const char *const *feeds, 
 
     if ((rc = prune(s, p, target_nodes, ntargets, needed, st)) != TFS_OK)
         goto fail;
-    if ((rc = check_kernels(s, needed, st)) != TFS_OK)
+    rc = missing ? missing_kernels(s, needed, missing, n_missing, st)
+                 : check_kernels(s, needed, st);
+    if (rc != TFS_OK)
         goto fail;
     if ((rc = order_nodes(s, p, needed, st)) != TFS_OK)
         goto fail;
@@ -467,6 +493,11 @@ static enum tfs_code plan_build(const tfs_session *s, const char *const *feeds, 
     tfs_free(target_nodes);
     return TFS_OK;
 fail:
+    if (missing) {
+        tfs_free(*missing);
+        *missing = NULL;
+        *n_missing = 0;
+    }
     tfs_free(needed);
     tfs_free(target_nodes);
     plan_free(p);
@@ -652,7 +683,23 @@ enum tfs_code tfs_session_check(tfs_session *s, const char *const *feeds, int nf
                                 const char *const *targets, int ntargets, tfs_status *st)
 {
     run_plan p;
-    enum tfs_code rc = plan_build(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
+    enum tfs_code rc = plan_build(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p, NULL, NULL,
+                                  st);
+    if (rc != TFS_OK)
+        return rc;
+    plan_free(&p);
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+enum tfs_code tfs_session_missing_ops(tfs_session *s, const char *const *feeds, int nfeeds,
+                                     const char *const *fetches, int nfetches,
+                                     const char *const *targets, int ntargets,
+                                     const char ***missing, int *n_missing, tfs_status *st)
+{
+    run_plan p;
+    enum tfs_code rc = plan_build(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p,
+                                  missing, n_missing, st);
     if (rc != TFS_OK)
         return rc;
     plan_free(&p);
@@ -700,7 +747,8 @@ enum tfs_code tfs_session_run(tfs_session *s, const tfs_feed *feeds, int nfeeds,
     for (int i = 0; i < nfeeds; i++)
         names[i] = feeds[i].name;
     run_plan p;
-    enum tfs_code rc = plan_build(s, names, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
+    enum tfs_code rc = plan_build(s, names, nfeeds, fetches, nfetches, targets, ntargets, &p, NULL, NULL,
+                                  st);
     tfs_free(names);
     if (rc != TFS_OK)
         return rc;

@@ -53,6 +53,14 @@ enum tfs_code tfs_session_check(tfs_session *s, const char *const *feeds, int nf
                                 const char *const *fetches, int nfetches,
                                 const char *const *targets, int ntargets, tfs_status *st);
 
+/* Like tfs_session_check, but op types without a kernel are not an error: *missing receives
+ * them (sorted, each once) as a tfs_malloc'ed array of *n_missing names borrowed from the graph,
+ * NULL when there are none; the caller frees the array with tfs_free. Other errors as above. */
+enum tfs_code tfs_session_missing_ops(tfs_session *s, const char *const *feeds, int nfeeds,
+                                     const char *const *fetches, int nfetches,
+                                     const char *const *targets, int ntargets,
+                                     const char ***missing, int *n_missing, tfs_status *st);
+
 /* Runs. outputs[i] receives a new reference to fetch i (caller owns) on success; all NULL on
  * failure. Fetching a reference-typed tensor (a VariableV2 output) yields the variable's value.
  * Errors from kernels carry the node name: "node 'mul': Incompatible shapes: [3] vs. [2]". */

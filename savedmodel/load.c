@@ -190,31 +190,22 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-#define MISSING_OPS_PREFIX "ops not supported by tfserve: "
-
-/* Runs tfs_session_check; adds the op types it reports missing to `missing` and returns OK for
- * them, so one message can name every missing op of every run. Other errors are returned. */
+/* Checks that a run with these names could execute; adds the op types that lack a kernel to
+ * `missing` (so one message can name every missing op of every run) and returns OK for them.
+ * Other errors (unknown tensors, cycles) are returned. */
 static enum tfs_code check_run(tfs_session *s, const char *const *feeds, int nfeeds,
                                const char *const *fetches, int nfetches,
                                const char *const *targets, int ntargets, op_set *missing,
                                tfs_status *st)
 {
-    enum tfs_code rc = tfs_session_check(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, st);
-    if (rc != TFS_UNIMPLEMENTED || !st)
-        return rc;
-    const char *list = strstr(st->msg, MISSING_OPS_PREFIX);
-    if (!list)
-        return rc;
-    list += strlen(MISSING_OPS_PREFIX);
-    while (*list) {
-        size_t len = strcspn(list, ", ");
-        if (len)
-            op_set_add(missing, list, len);
-        list += len;
-        list += strspn(list, ", ");
-    }
-    tfs_status_clear(st);
-    return TFS_OK;
+    const char **ops = NULL;
+    int n_ops = 0;
+    enum tfs_code rc = tfs_session_missing_ops(s, feeds, nfeeds, fetches, nfetches, targets,
+                                               ntargets, &ops, &n_ops, st);
+    for (int i = 0; i < n_ops; i++)
+        op_set_add(missing, ops[i], strlen(ops[i]));
+    tfs_free(ops);
+    return rc;
 }
 
 /* Strips ":0" from a tensor name to get the op to run as a target. Caller frees. */
@@ -366,15 +357,9 @@ static enum tfs_code check_signatures(tfs_savedmodel *m, op_set *missing, tfs_st
         if (!named)
             TFS_ERR(&s->usable, TFS_UNIMPLEMENTED, "signature '%s' uses sparse or composite "
                     "tensors, which tfserve does not serve yet", s->key);
-        else {
-            op_set mine = {0};
-            if (check_run(m->session, in, s->n_inputs, outn, s->n_outputs, NULL, 0, &mine,
-                          &s->usable) == TFS_OK && mine.n > 0) {
-                for (int j = 0; j < mine.n; j++)
-                    op_set_add(missing, mine.names[j], strlen(mine.names[j]));
-            }
-            op_set_free(&mine);
-        }
+        else
+            check_run(m->session, in, s->n_inputs, outn, s->n_outputs, NULL, 0, missing,
+                      &s->usable);
         tfs_free(in);
         tfs_free(outn);
     }
@@ -390,7 +375,7 @@ static enum tfs_code missing_ops_error(op_set *missing, tfs_status *st)
         len += (size_t)snprintf(list + (len < sizeof list ? len : sizeof list),
                                 len < sizeof list ? sizeof list - len : 0, "%s%s", i ? ", " : "",
                                 missing->names[i]);
-    return TFS_ERR(st, TFS_UNIMPLEMENTED, MISSING_OPS_PREFIX "%s", list);
+    return TFS_ERR(st, TFS_UNIMPLEMENTED, "ops not supported by tfserve: %s", list);
 }
 
 enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,

@@ -442,6 +442,44 @@ START_TEST(test_session_check_names_missing_ops)
 }
 END_TEST
 
+/* The same check with the missing op types as data: OK, and the list sorted, each type once. */
+START_TEST(test_session_missing_ops_as_list)
+{
+    tfs_graph *g;
+    tfs_graph_new(&g, NULL);
+    rt_placeholder(g, "x", TFS_DTYPE_FLOAT);
+    rt_node(g, "conv", "Conv2D", "x", "x", TFS_DTYPE_FLOAT);
+    rt_node(g, "conv2", "Conv2D", "conv", "x", TFS_DTYPE_FLOAT);
+    rt_node(g, "act", "Relu", "conv2", NULL, TFS_DTYPE_FLOAT);
+    rt_node(g, "y", "Mul", "act", "x", TFS_DTYPE_FLOAT);
+    tfs_session *s = rt_session(g, NULL);
+    tfs_status st;
+    const char *feeds[] = {"x"}, *fetches[] = {"y"};
+    const char **ops = NULL;
+    int n = -1;
+    ck_assert_int_eq(tfs_session_missing_ops(s, feeds, 1, fetches, 1, NULL, 0, &ops, &n, &st),
+                     TFS_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(ops[0], "Conv2D");
+    ck_assert_str_eq(ops[1], "Relu");
+    tfs_free(ops);
+    /* nothing missing: an empty list */
+    const char *cut[] = {"x", "act:0"};
+    ck_assert_int_eq(tfs_session_missing_ops(s, cut, 2, fetches, 1, NULL, 0, &ops, &n, &st),
+                     TFS_OK);
+    ck_assert_int_eq(n, 0);
+    ck_assert_ptr_null(ops);
+    /* other errors are still errors, and leave no list */
+    const char *bad[] = {"y:1"};
+    ops = (const char **)&n;   /* a stale value the call must overwrite, never free */
+    ck_assert_int_eq(tfs_session_missing_ops(s, feeds, 1, bad, 1, NULL, 0, &ops, &n, &st),
+                     TFS_NOT_FOUND);
+    ck_assert_ptr_null(ops);
+    ck_assert_int_eq(n, 0);
+    tfs_session_free(s);
+}
+END_TEST
+
 /* ---- concurrency ---------------------------------------------------------------------------- */
 
 typedef struct worker {
@@ -569,6 +607,7 @@ Suite *suite_runtime_session(void)
     tcase_add_test(tc, test_session_cycle_detected);
     tcase_add_test(tc, test_session_needs_finalized_graph);
     tcase_add_test(tc, test_session_check_names_missing_ops);
+    tcase_add_test(tc, test_session_missing_ops_as_list);
     tcase_add_test(tc, test_session_run_under_allocation_failures);
     suite_add_tcase(s, tc);
     tc = tcase_create("variables");
