@@ -172,16 +172,16 @@ static void op_set_free(op_set *s)
     s->names = NULL;
 }
 
-static void op_set_add(op_set *s, const char *name, size_t len)
+static void op_set_add(op_set *s, const char *name)
 {
     for (int i = 0; i < s->n; i++)
-        if (strlen(s->names[i]) == len && !strncmp(s->names[i], name, len))
+        if (!strcmp(s->names[i], name))
             return;
     char **nn = tfs_realloc(s->names, (size_t)(s->n + 1) * sizeof *nn);
     if (!nn)
         return;
     s->names = nn;
-    if ((nn[s->n] = tfs_strndup(name, len)))
+    if ((nn[s->n] = tfs_strdup(name)))
         s->n++;
 }
 
@@ -203,7 +203,7 @@ static enum tfs_code check_run(tfs_session *s, const char *const *feeds, int nfe
     enum tfs_code rc = tfs_session_missing_ops(s, feeds, nfeeds, fetches, nfetches, targets,
                                                ntargets, &ops, &n_ops, st);
     for (int i = 0; i < n_ops; i++)
-        op_set_add(missing, ops[i], strlen(ops[i]));
+        op_set_add(missing, ops[i]);
     tfs_free(ops);
     return rc;
 }
