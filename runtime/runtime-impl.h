@@ -200,6 +200,23 @@ enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, 
 /* farmhash Fingerprint64 (farmhashna::Hash64), as TensorFlow's Fingerprint64; kernels/array-string.c */
 uint64_t tfs__fingerprint64(const void *data, size_t len);
 
+/* ---- CPU compute seams (runtime/cpu.c) -------------------------------------------------------- */
+
+/* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major; op transposes when ta/tb.
+ * Every float/double matrix product the kernels make goes through these two, so the GEMM
+ * implementation (and its threads) is chosen in one place. Callers check that the sizes and
+ * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. */
+void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+/* Calls fn(arg, begin, end) over disjoint ranges covering [0, n), each at least `grain` long
+ * (except the last), possibly from several threads, and returns when all calls are done. The
+ * ranges' results must not depend on how [0, n) is split (bit-identical output either way). */
+typedef void (*tfs_range_fn)(void *arg, int64_t begin, int64_t end);
+void tfs__parallel_for(int64_t n, int64_t grain, tfs_range_fn fn, void *arg);
+
 /* ---- attribute access for kernels (errors name the node and the attr) ------------------------ */
 
 const tfs_attr_value *tfs__attr(const tfs_node *n, const char *name);

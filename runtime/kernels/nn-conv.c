@@ -11,7 +11,6 @@
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
@@ -100,11 +99,9 @@ static void gemm_rows(enum tfs_dtype T, int64_t rows, int64_t n_out, int64_t kdi
                       const void *F, void *out)
 {
     if (T == TFS_DTYPE_FLOAT)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n_out, (int)kdim,
-                    1.0f, A, (int)kdim, F, (int)n_out, 0.0f, out, (int)n_out);
+        tfs__sgemm(false, false, rows, n_out, kdim, 1.0f, A, kdim, F, n_out, 0.0f, out, n_out);
     else
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n_out, (int)kdim,
-                    1.0, A, (int)kdim, F, (int)n_out, 0.0, out, (int)n_out);
+        tfs__dgemm(false, false, rows, n_out, kdim, 1.0, A, kdim, F, n_out, 0.0, out, n_out);
 }
 
 enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)

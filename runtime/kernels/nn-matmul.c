@@ -2,12 +2,11 @@
  * BatchMatMulV2, BatchMatMulV3 (adj_x/adj_y; V2 and V3 broadcast the batch dimensions as NumPy
  * does, V1 requires them equal).
  *
- * float and double go to OpenBLAS's cblas_sgemm/cblas_dgemm; int32 and int64 use a plain loop
+ * float and double go to tfs__sgemm/tfs__dgemm (runtime/cpu.c); int32 and int64 use a plain loop
  * that wraps around on overflow as TensorFlow's does (computed in unsigned types). An inner
  * dimension of 0 gives a zero-filled result (tfs_tensor_new zero-fills, and no BLAS call is made
  * for an empty product). OpenBLAS's own thread count is left alone here.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
@@ -41,13 +40,11 @@ static bool gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int6
     switch (dt) {
     case TFS_DTYPE_FLOAT:
         if (blas)
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                        (int)m, (int)n, (int)k, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)n);
+            tfs__sgemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n);
         return true;
     case TFS_DTYPE_DOUBLE:
         if (blas)
-            cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                        (int)m, (int)n, (int)k, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)n);
+            tfs__dgemm(ta, tb, m, n, k, 1.0, A, lda, B, ldb, 0.0, C, n);
         return true;
     case TFS_DTYPE_INT32:
         INT_GEMM(int32_t, uint32_t);
