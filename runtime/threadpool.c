@@ -39,8 +39,11 @@
 /* Chunks per thread a loop is cut into when grain allows. */
 #define CHUNKS_PER_THREAD 4
 
-/* Worker states. */
+/* A worker's state word: a kind in the low 3 bits, and above them a count of the times it was
+ * recruited, so that a caller taking back "its" assignment cannot take a later one (ABA). */
 enum { W_SPIN, W_SLEEP, W_CLAIMING, W_ASSIGNED, W_RUNNING, W_STOP };
+#define KIND(s)     ((s) & 7u)
+#define WITH(s, k)  (((s) & ~7u) | (unsigned)(k))
 
 #define REFS_WAITER (1 << 30)   /* in job.refs: the caller sleeps on it */
 
@@ -53,8 +56,7 @@ typedef struct job {
 } job;
 
 typedef struct worker {
-    _Alignas(64) atomic_int state;
-    int       prev;      /* W_SPIN or W_SLEEP before the recruiting caller claimed it */
+    _Alignas(64) atomic_uint state;
     job      *job;       /* set while W_ASSIGNED / W_RUNNING */
     pthread_t thread;
 } worker;
@@ -74,14 +76,15 @@ static struct {
 /* True on workers, and on a caller while it runs its chunks: loops started there run inline. */
 static _Thread_local bool in_loop;
 
-static void futex_wait(atomic_int *addr, int val)
+/* Sleeps while the 32-bit word at addr holds val (or until woken). */
+static void futex_wait(void *addr, unsigned val)
 {
-    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
-static void futex_wake(atomic_int *addr, int count)
+static void futex_wake(void *addr, int count)
 {
-    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 
 static inline void cpu_relax(void)
@@ -171,15 +174,15 @@ static void *worker_main(void *p)
     int64_t idle_since = now_ns();
     int spins = 0;
     for (;;) {
-        int s = atomic_load_explicit(&w->state, memory_order_acquire);
-        switch (s) {
+        unsigned s = atomic_load_explicit(&w->state, memory_order_acquire);
+        switch (KIND(s)) {
         case W_ASSIGNED:
-            if (!atomic_compare_exchange_strong(&w->state, &s, W_RUNNING))
+            if (!atomic_compare_exchange_strong(&w->state, &s, WITH(s, W_RUNNING)))
                 continue;   /* taken back by the caller */
             job *j = w->job;
             run_chunks(j, true);
             atomic_fetch_sub(&pool.busy, 1);
-            atomic_store_explicit(&w->state, W_SPIN, memory_order_release);
+            atomic_store_explicit(&w->state, WITH(s, W_SPIN), memory_order_release);
             release_job(j);
             idle_since = now_ns();
             spins = 0;
@@ -189,10 +192,10 @@ static void *worker_main(void *p)
         case W_SPIN:
             cpu_relax();
             if (++spins % 256 == 0 && now_ns() - idle_since > SPIN_NS)
-                atomic_compare_exchange_strong(&w->state, &s, W_SLEEP);
+                atomic_compare_exchange_strong(&w->state, &s, WITH(s, W_SLEEP));
             continue;
         case W_SLEEP:
-            futex_wait(&w->state, W_SLEEP);
+            futex_wait(&w->state, s);
             idle_since = now_ns();
             continue;
         default:   /* W_CLAIMING: a caller is filling in the job */
@@ -209,7 +212,7 @@ static void start_workers(int n)
     int have = atomic_load(&pool.nworkers);
     for (int i = have; i < n - 1; i++) {
         worker *w = &pool.w[i];
-        atomic_store(&w->state, W_SPIN);
+        atomic_store(&w->state, (unsigned)W_SPIN);
         w->job = NULL;
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
@@ -222,43 +225,49 @@ static void start_workers(int n)
     pthread_mutex_unlock(&pool.start_mu);
 }
 
-/* Recruits up to `want` idle workers for j while busy < n; returns how many (their indices in
- * got[]). */
-static int recruit(job *j, int want, int n, int *got)
+/* A recruited worker: its index, the state word the caller stored, the kind it had before. */
+typedef struct recruit_rec {
+    int      idx;
+    unsigned assigned, prev;
+} recruit_rec;
+
+/* Recruits up to `want` idle workers for j while busy < n; returns how many (in got[]). */
+static int recruit(job *j, int want, int n, recruit_rec *got)
 {
     int k = 0, nw = atomic_load(&pool.nworkers);
     for (int i = 0; i < nw && k < want; i++) {
         worker *w = &pool.w[i];
-        int s = atomic_load_explicit(&w->state, memory_order_relaxed);
-        if (s != W_SPIN && s != W_SLEEP)
+        unsigned s = atomic_load_explicit(&w->state, memory_order_relaxed);
+        if (KIND(s) != W_SPIN && KIND(s) != W_SLEEP)
             continue;
         int b = atomic_load(&pool.busy);
         do {
             if (b >= n)
                 return k;
         } while (!atomic_compare_exchange_weak(&pool.busy, &b, b + 1));
-        if (!atomic_compare_exchange_strong(&w->state, &s, W_CLAIMING)) {
+        unsigned claimed = WITH(s + 8u, W_CLAIMING);   /* the next recruitment count */
+        if (!atomic_compare_exchange_strong(&w->state, &s, claimed)) {
             atomic_fetch_sub(&pool.busy, 1);
             continue;
         }
         w->job = j;
-        w->prev = s;
         atomic_fetch_add(&j->refs, 1);
-        atomic_store_explicit(&w->state, W_ASSIGNED, memory_order_release);
-        if (s == W_SLEEP)
+        got[k] = (recruit_rec){i, WITH(claimed, W_ASSIGNED), KIND(s)};
+        atomic_store_explicit(&w->state, got[k].assigned, memory_order_release);
+        if (KIND(s) == W_SLEEP)
             futex_wake(&w->state, 1);
-        got[k++] = i;
+        k++;
     }
     return k;
 }
 
 /* Waits until every recruited worker is done with j, taking back those that have not started. */
-static void finish(job *j, const int *got, int k)
+static void finish(job *j, const recruit_rec *got, int k)
 {
     for (int i = 0; i < k; i++) {
-        worker *w = &pool.w[got[i]];
-        int s = W_ASSIGNED;
-        if (atomic_compare_exchange_strong(&w->state, &s, w->prev)) {
+        worker *w = &pool.w[got[i].idx];
+        unsigned s = got[i].assigned;
+        if (atomic_compare_exchange_strong(&w->state, &s, WITH(s, got[i].prev))) {
             atomic_fetch_sub(&pool.busy, 1);
             atomic_fetch_sub(&j->refs, 1);
         }
@@ -275,7 +284,7 @@ static void finish(job *j, const int *got, int k)
         }
         if (!(r & REFS_WAITER) && !atomic_compare_exchange_strong(&j->refs, &r, r | REFS_WAITER))
             continue;
-        futex_wait(&j->refs, r | REFS_WAITER);
+        futex_wait(&j->refs, (unsigned)(r | REFS_WAITER));
     }
 }
 
@@ -322,7 +331,7 @@ void tfs__parallel_for(int64_t n, int64_t grain, tfs_range_fn fn, void *arg)
     atomic_init(&j.next, 0);
     atomic_init(&j.refs, 0);
 
-    int got[MAX_THREADS];
+    recruit_rec got[MAX_THREADS];
     atomic_fetch_add(&pool.busy, 1);
     int k = recruit(&j, threads - 1, atomic_load(&pool.n), got);
     in_loop = true;
@@ -338,7 +347,7 @@ static void stop_workers(void)
 {
     int nw = atomic_load(&pool.nworkers);
     for (int i = 0; i < nw; i++) {
-        atomic_store(&pool.w[i].state, W_STOP);
+        atomic_store(&pool.w[i].state, (unsigned)W_STOP);
         futex_wake(&pool.w[i].state, 1);
     }
     for (int i = 0; i < nw; i++)
