@@ -1,6 +1,9 @@
-/* test-runtime: the Check suites for runtime/. */
+/* test-runtime: the Check suites for runtime/. TFS_TEST_THREADS=N runs them with an intra-op pool
+ * of N threads (default: the CPUs); CMakeLists.txt runs them at 1 and at 2. */
 #include <check.h>
 #include <stdlib.h>
+
+#include "runtime/runtime.h"
 
 Suite *suite_runtime_base(void);
 Suite *suite_runtime_tensor(void);
@@ -24,9 +27,13 @@ Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
 Suite *suite_runtime_gemm(void);
 Suite *suite_runtime_threadpool(void);
+Suite *suite_runtime_parallel(void);
 
 int main(void)
 {
+    const char *threads = getenv("TFS_TEST_THREADS");
+    if (threads && *threads)
+        tfs_runtime_set_num_threads(atoi(threads));
     SRunner *sr = srunner_create(suite_runtime_base());
     srunner_add_suite(sr, suite_runtime_tensor());
     srunner_add_suite(sr, suite_runtime_graph());
@@ -49,6 +56,7 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_string());
     srunner_add_suite(sr, suite_runtime_gemm());
     srunner_add_suite(sr, suite_runtime_threadpool());
+    srunner_add_suite(sr, suite_runtime_parallel());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
