@@ -2,13 +2,15 @@
  * shapes of the models the benchmarks serve, in one process, on 1 and 2 threads; then MatMul and
  * Conv2D through a session next to the raw products. Not a test; run by hand:
  *     build/bench/nn-gflops [--threads=1,2] [--shapes=WORD] [--reps=N] [--no-session]
- *                           [--keep-env]
+ *                           [--keep-env] [--cpu-time]
  * OpenBLAS is compared at its best: unless --keep-env is given (or the CPU lacks AVX-512), the
  * program re-executes itself with OPENBLAS_CORETYPE=SkylakeX, since OpenBLAS reads it once, when
  * it loads, and otherwise may pick slower kernels (the machines export Haswell; unset, 0.3.21
  * takes a Zen 5 for a Prescott). Both libraries get the same thread count for each table. Each
  * figure is the median of --reps timed loops (default 5) of at least 0.1 s, the libraries' loops
- * taking turns; OpenBLAS's spinning workers are given time to sleep before ours run.
+ * taking turns; OpenBLAS's spinning workers are given time to sleep before ours run. --cpu-time
+ * divides by the process's CPU time instead of the wall clock: on one thread, the speed that
+ * other processes' load on a shared machine does not take away; on more, GFLOP per CPU-second.
  *   Like the tests, this includes runtime-impl.h, for tfs__sgemm.
  */
 #include <cblas.h>
@@ -22,10 +24,12 @@
 #include "runtime/runtime-impl.h"
 #include "runtime/runtime.h"
 
+static clockid_t clock_id = CLOCK_MONOTONIC;   /* --cpu-time: CLOCK_PROCESS_CPUTIME_ID */
+
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(getenv("TG_CPU") ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock_id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -356,6 +360,8 @@ static bool parse(int argc, char **argv, opts *o)
             o->session = false;
         } else if (strcmp(a, "--keep-env") == 0) {
             o->keep_env = true;
+        } else if (strcmp(a, "--cpu-time") == 0) {
+            clock_id = CLOCK_PROCESS_CPUTIME_ID;
         } else {
             return false;
         }
@@ -368,7 +374,7 @@ int main(int argc, char **argv)
     opts o;
     if (!parse(argc, argv, &o)) {
         fprintf(stderr, "usage: %s [--threads=1,2] [--shapes=WORD] [--reps=N] [--no-session] "
-                        "[--keep-env]\n", argv[0]);
+                        "[--keep-env] [--cpu-time]\n", argv[0]);
         return 2;
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
@@ -386,6 +392,8 @@ int main(int argc, char **argv)
            tfs_runtime_num_threads());
     printf("OpenBLAS: %s; core %s; OPENBLAS_CORETYPE=%s; OPENBLAS_L2_SIZE=%s\n",
            openblas_get_config(), openblas_get_corename(), ct ? ct : "(unset)", l2 ? l2 : "(unset)");
+    printf("GFLOP/s by %s; medians of %d loops\n",
+           clock_id == CLOCK_MONOTONIC ? "the wall clock" : "process CPU time", o.reps);
     gemm_table(&o);
     if (o.session)
         session_table(&o);

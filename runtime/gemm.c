@@ -33,7 +33,7 @@
 #define A_BLOCK_BYTES (192 << 10)
 /* B is read in place, not packed, when no more than this many slivers of MR rows use a panel
  * (and B is not transposed): packing costs a pass over B that few slivers do not repay. */
-#define DIRECT_B_SLIVERS 4
+#define DIRECT_B_SLIVERS 8
 /* Packed B per column block at most; a larger B is done in column blocks one after another. */
 #define B_PACK_BYTES ((size_t)32 << 20)
 /* Multiply-adds per thread below which more threads do not pay for their dispatch. */
@@ -303,23 +303,35 @@ static bool bad_stride(int64_t lda)
     return lda % 128 == 0;
 }
 
-/* Chooses the task grid for `threads` threads (sets g->tm, g->tn); returns the lanes to run. */
+/* Chooses the task grid for `threads` threads (sets g->tm, g->tn); returns the lanes to run.
+ * Cutting rows into tm groups reads B tm times, cutting columns into tn groups reads A tn times;
+ * the estimate weighs that traffic against the rounds of the longest task, with at least one
+ * task per thread (where there are enough tiles) and at most four. */
 static int plan_tasks(gemm *g, int threads)
 {
+    const int MR = g->K->mr, NR = g->K->nr;
     int64_t um = g->units_m, un = g->nj;
     g->tm = g->tn = 1;
     if (threads <= 1)
         return 1;
-    if (um >= 2 * threads) {
-        int64_t tm = um < 4 * threads ? um : 4 * threads;
-        g->tm = (int)(tm / threads * threads);
-    } else if (un >= 2 * threads) {
-        int64_t tn = un < 2 * threads ? un : 2 * threads;
-        g->tn = (int)(tn / threads * threads);
-    } else {
-        g->tm = (int)(um < threads ? um : threads);
-        g->tn = (int)(un < threads ? un : threads);
-    }
+    double a_elems = (double)g->m * (double)g->k, b_elems = (double)g->k * (double)(un * NR);
+    double tile_ns = (double)MR * NR * (double)g->k / 64.0;   /* ~64 multiply-adds per ns */
+    double best = -1;
+    for (int64_t tm = 1; tm <= um && tm <= 4 * threads; tm++)
+        for (int64_t tn = 1; tn <= un && tm * tn <= 4 * threads; tn++) {
+            int64_t tasks = tm * tn;
+            if (tasks < threads && !(tm == um && tn == un))
+                continue;
+            int64_t rounds = (tasks + threads - 1) / threads;
+            int64_t longest = ((um + tm - 1) / tm) * ((un + tn - 1) / tn);
+            double t = (double)(rounds * longest) * tile_ns +
+                       ((double)tm * b_elems + (double)tn * a_elems) / 16.0;   /* ~16 floats/ns */
+            if (best < 0 || t < best) {
+                best = t;
+                g->tm = (int)tm;
+                g->tn = (int)tn;
+            }
+        }
     int tasks = g->tm * g->tn;
     return tasks < threads ? tasks : threads;
 }
