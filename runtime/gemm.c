@@ -11,7 +11,7 @@
  * wait for the few still in progress), so packing is spread over the threads without a barrier,
  * and no thread ever waits for one that is not running. B is read in place (no packing) when at
  * most DIRECT_B_SLIVERS slivers of rows use each panel and B is not transposed, and A is read in
- * place unless its row stride is bad for L1: so the serving case, batch 1..56 such as
+ * place unless its row stride is bad for L1: so the serving case, batch 1..112 such as
  * [1, 784] x [784, 512], copies nothing; with 1..3 rows, tiles are up to 128 columns wide (a
  * longer run of each row of B per step).
  *   The blocking of k depends on k alone (kc = ceil(k / ceil(k / KC_MAX))), and every C element

@@ -16,12 +16,15 @@
  *   Waiting: an idle worker spins on its own state word for SPIN_NS, then sleeps on it (futex);
  * a caller recruiting a sleeping worker wakes it. The caller waiting for running workers spins,
  * then sleeps on the job's count. Workers live in a static array (no heap: the allocator's byte
- * count and failure injection never see the pool) and stay until the size changes.
+ * count and failure injection never see the pool) and stay until the size changes; they block
+ * every signal. A child of fork() forgets its parent's workers and starts its own.
+ *   Changing the size from inside a loop (a range of tfs__parallel_for) would deadlock: don't.
  */
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -133,9 +136,26 @@ static void init_once(void)
                       had, atomic_load(&pool.n));
 }
 
+/* In a child of fork() only the forking thread exists: forget the workers (and locks that a
+ * thread which is gone may have held), so that the child starts its own. */
+static void after_fork_child(void)
+{
+    pthread_rwlock_init(&pool.rw, NULL);
+    pthread_mutex_init(&pool.start_mu, NULL);
+    atomic_store(&pool.nworkers, 0);
+    atomic_store(&pool.busy, 0);
+    in_loop = false;
+}
+
+static void init_all(void)
+{
+    init_once();
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 static void ensure_init(void)
 {
-    pthread_once(&pool.once, init_once);
+    pthread_once(&pool.once, init_all);
 }
 
 void tfs__cpu_init(void)
@@ -209,6 +229,10 @@ static void *worker_main(void *p)
 static void start_workers(int n)
 {
     pthread_mutex_lock(&pool.start_mu);
+    /* Workers take no asynchronous signals (they inherit the mask set around their creation). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int have = atomic_load(&pool.nworkers);
     for (int i = have; i < n - 1; i++) {
         worker *w = &pool.w[i];
@@ -222,6 +246,7 @@ static void start_workers(int n)
         }
         atomic_store(&pool.nworkers, i + 1);
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_mutex_unlock(&pool.start_mu);
 }
 

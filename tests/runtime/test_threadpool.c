@@ -1,12 +1,14 @@
 /* Tests of the intra-op thread pool (runtime/threadpool.c): tfs__parallel_for covers [0, n)
  * exactly once in ranges of at least `grain`, runs small loops and nested loops inline, survives
- * many concurrent callers and size changes, uses its workers, and holds OpenBLAS at one thread.
+ * many concurrent callers and size changes, uses its workers (also in a child of fork()), and
+ * holds OpenBLAS at one thread.
  */
 #include <cblas.h>
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,6 +258,31 @@ START_TEST(test_pool_concurrent_callers)
 }
 END_TEST
 
+START_TEST(test_pool_fork)
+{
+    /* A child of fork() (whose parent's workers do not exist there) starts its own workers. */
+    tfs_runtime_set_num_threads(2);
+    cover c;
+    cover_init(&c, 50, 1);
+    c.sleep_us = 1000;
+    tfs__parallel_for(50, 1, cover_fn, &c);   /* the parent's worker is started */
+    ck_assert(cover_done(&c));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        cover_init(&c, 50, 1);
+        c.sleep_us = 1000;
+        tfs__parallel_for(50, 1, cover_fn, &c);
+        bool used = atomic_load(&c.other_thread) == 1;
+        _exit(cover_done(&c) && used ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    tfs_runtime_set_num_threads(0);
+}
+END_TEST
+
 Suite *suite_runtime_threadpool(void)
 {
     Suite *s = suite_create("runtime_threadpool");
@@ -267,6 +294,7 @@ Suite *suite_runtime_threadpool(void)
     tcase_add_test(tc, test_pool_uses_workers);
     tcase_add_test(tc, test_pool_nested);
     tcase_add_test(tc, test_pool_concurrent_callers);
+    tcase_add_test(tc, test_pool_fork);
     suite_add_tcase(s, tc);
     return s;
 }
