@@ -57,6 +57,37 @@ static enum tfs_code conv_inputs(tfs_kernel_ctx *k, enum tfs_dtype *T, tfs_statu
     return TFS_OK;
 }
 
+/* memcpy/memset of n bytes (a multiple of 4) for the short runs im2col moves (a window row of a
+ * few channels: 20 bytes for 5x5 on one channel), in constant-size pieces the compiler inlines,
+ * instead of a library call per run. */
+static inline void copy_run(char *d, const char *s, size_t n)
+{
+    if (n >= 256) {
+        memcpy(d, s, n);
+        return;
+    }
+    for (; n >= 32; n -= 32, d += 32, s += 32)
+        memcpy(d, s, 32);
+    for (; n >= 8; n -= 8, d += 8, s += 8)
+        memcpy(d, s, 8);
+    if (n)
+        memcpy(d, s, 4);
+}
+
+static inline void zero_run(char *d, size_t n)
+{
+    if (n >= 256) {
+        memset(d, 0, n);
+        return;
+    }
+    for (; n >= 32; n -= 32, d += 32)
+        memset(d, 0, 32);
+    for (; n >= 8; n -= 8, d += 8)
+        memset(d, 0, 8);
+    if (n)
+        memset(d, 0, 4);
+}
+
 /* Writes the patch rows [r0, r0 + rows) of the flattened (n, oh, ow) index space into P, each
  * kh*kw*in_c elements of esz bytes. */
 static void im2col(const tfs_nn_geom *g, const char *in, size_t esz, int64_t r0, int64_t rows,
@@ -65,39 +96,45 @@ static void im2col(const tfs_nn_geom *g, const char *in, size_t esz, int64_t r0,
     size_t pix = (size_t)g->in_c * esz;              /* one input pixel, all channels */
     size_t krow = (size_t)g->k_w * pix;              /* one window row in the patch */
     int64_t per_image = g->out_h * g->out_w;
-    for (int64_t r = r0; r < r0 + rows; r++) {
-        int64_t b = r / per_image, rem = r % per_image;
-        int64_t oh = rem / g->out_w, ow = rem % g->out_w;
+    int64_t b = r0 / per_image, oh = r0 % per_image / g->out_w, ow = r0 % g->out_w;
+    for (int64_t r = 0; r < rows; r++) {
         int64_t ih0 = oh * g->stride_h - g->pad_top, iw0 = ow * g->stride_w - g->pad_left;
         const char *img = in + (size_t)(b * g->in_h * g->in_w) * pix;
+        /* The window's columns inside the image: [lo, hi) (dilation 1). */
+        int64_t lo = iw0 < 0 ? -iw0 : 0, hi = g->in_w - iw0;
+        lo = lo > g->k_w ? g->k_w : lo;
+        hi = hi > g->k_w ? g->k_w : hi < lo ? lo : hi;
         for (int64_t kh = 0; kh < g->k_h; kh++, P += krow) {
             int64_t ih = ih0 + kh * g->dil_h;
             if (ih < 0 || ih >= g->in_h) {
-                memset(P, 0, krow);
+                zero_run(P, krow);
                 continue;
             }
             const char *line = img + (size_t)(ih * g->in_w) * pix;
             if (g->dil_w == 1) {
                 /* The window row is contiguous in the input: zeros, one copy, zeros. */
-                int64_t lo = iw0 < 0 ? -iw0 : 0, hi = g->in_w - iw0;
-                if (lo > g->k_w)
-                    lo = g->k_w;
-                if (hi > g->k_w)
-                    hi = g->k_w;
-                if (hi < lo)
-                    hi = lo;
-                memset(P, 0, (size_t)lo * pix);
+                if (lo > 0)
+                    zero_run(P, (size_t)lo * pix);
                 if (hi > lo)
-                    memcpy(P + (size_t)lo * pix, line + (size_t)(iw0 + lo) * pix, (size_t)(hi - lo) * pix);
-                memset(P + (size_t)hi * pix, 0, (size_t)(g->k_w - hi) * pix);
+                    copy_run(P + (size_t)lo * pix, line + (size_t)(iw0 + lo) * pix,
+                             (size_t)(hi - lo) * pix);
+                if (hi < g->k_w)
+                    zero_run(P + (size_t)hi * pix, (size_t)(g->k_w - hi) * pix);
                 continue;
             }
             for (int64_t kw = 0; kw < g->k_w; kw++) {
                 int64_t iw = iw0 + kw * g->dil_w;
                 if (iw < 0 || iw >= g->in_w)
-                    memset(P + (size_t)kw * pix, 0, pix);
+                    zero_run(P + (size_t)kw * pix, pix);
                 else
-                    memcpy(P + (size_t)kw * pix, line + (size_t)iw * pix, pix);
+                    copy_run(P + (size_t)kw * pix, line + (size_t)iw * pix, pix);
+            }
+        }
+        if (++ow == g->out_w) {
+            ow = 0;
+            if (++oh == g->out_h) {
+                oh = 0;
+                b++;
             }
         }
     }
