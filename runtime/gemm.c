@@ -4,8 +4,8 @@
  * DESIGN. C is cut into tasks (rectangles of whole MR-row slivers and NR-column panels) that the
  * pool's threads claim from a counter; each task runs, per block of MC rows and per block of kc
  * steps of k: A block (in place, or copied row-wise when its row stride would make the rows
- * collide in L1), then for each B panel of the task every MR-row tile. So a B panel (kc x NR,
- * in L1) serves a column of tiles, and the A block (in L2) serves every panel.
+ * collide in L1: multiples of 4 KiB), then for each B panel of the task every MR-row tile. So a
+ * B panel (kc x NR, in L1/L2) serves a column of tiles, and the A block (in L2) every panel.
  *   B is packed at most once per call, into panels shared by all tasks: a panel is packed by the
  * first task that needs it (its state goes 0 -> 1 -> 2, the others help with other panels, then
  * wait for the few still in progress), so packing is spread over the threads without a barrier,
@@ -296,11 +296,13 @@ static int64_t round_up(int64_t x, int64_t to)
     return (x + to - 1) / to * to;
 }
 
-/* True when rows lda floats apart would fall into too few L1 sets for a sliver of 14 rows:
- * strides that are multiples of 512 bytes. */
+/* True when rows lda floats apart all fall into one L1 set (multiples of 4 KiB), so that a
+ * sliver of 14 rows read in place could overflow an 8-way L1 set. (On the 12-way L1 of the
+ * Zen 5 we measured on, reading A in place was as fast or faster for every stride, 4 KiB
+ * multiples included, and the copy costs up to 10% at lda 1152: so only these.) */
 static bool bad_stride(int64_t lda)
 {
-    return lda % 128 == 0;
+    return lda % 1024 == 0;
 }
 
 /* Chooses the task grid for `threads` threads (sets g->tm, g->tn); returns the lanes to run.
