@@ -36,8 +36,9 @@
 #define DIRECT_B_SLIVERS 8
 /* Packed B per column block at most; a larger B is done in column blocks one after another. */
 #define B_PACK_BYTES ((size_t)32 << 20)
-/* Multiply-adds per thread below which more threads do not pay for their dispatch. */
-#define MIN_FMA_PER_THREAD ((int64_t)1 << 18)
+/* Estimated nanoseconds of work per thread below which another thread does not pay for its
+ * dispatch and cache misses (a pool dispatch costs about 1 us). */
+#define MIN_NS_PER_THREAD 3000.0
 
 /* ---- instruction sets ------------------------------------------------------------------------ */
 
@@ -261,15 +262,22 @@ static void run_task(gemm *g, int task, float *abuf)
     }
 }
 
-/* One lane of the pool: claims tasks until none is left. */
+/* One lane of the pool: task `lane` first, then tasks from the counter (which starts past the
+ * lanes' own) until none is left. Lane l runs on the same thread call after call (the pool's
+ * caller takes chunk 0 and its worker i chunk i + 1, timing permitting), so its first task's
+ * columns of B stay in that core's cache from one call to the next: the batch-1 product reads
+ * B from L2 instead of from the other core's. */
 static void lane(void *arg, int64_t begin, int64_t end)
 {
     gemm *g = arg;
+    int tasks = g->tm * g->tn;
     for (int64_t l = begin; l < end; l++) {
         float *abuf = g->pack_a ? g->ap + l * g->mc * g->a_stride : NULL;
+        if (l < tasks)
+            run_task(g, (int)l, abuf);
         for (;;) {
             int task = atomic_fetch_add_explicit(&g->next_task, 1, memory_order_relaxed);
-            if (task >= g->tm * g->tn)
+            if (task >= tasks)
                 break;
             run_task(g, task, abuf);
         }
@@ -380,7 +388,11 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
         nj = units_n;
 
     int threads = tfs__parallel_threads();
-    double by_work = (double)m * (double)n * (double)k / (double)MIN_FMA_PER_THREAD;
+    /* One thread's time, about: multiply-adds at ~64 per ns, or reading A and B at ~20 floats
+     * per ns (a batch-1 product streams B), whichever is longer. */
+    double fmas = (double)m * (double)n * (double)k, floats = (double)k * (double)(m + n);
+    double by_work = (fmas / 64.0 > floats / 20.0 ? fmas / 64.0 : floats / 20.0) /
+                     MIN_NS_PER_THREAD;
     if (by_work < threads)
         threads = by_work < 1 ? 1 : (int)by_work;
 
@@ -415,7 +427,7 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
             for (int64_t i = 0; i < g.nkb * g.nj; i++)
                 atomic_init(&g.bstate[i], PANEL_EMPTY);
         int lanes = plan_tasks(&g, threads);
-        atomic_init(&g.next_task, 0);
+        atomic_init(&g.next_task, lanes);
         if (lanes > 1)
             tfs__parallel_for(lanes, 1, lane, &g);
         else
