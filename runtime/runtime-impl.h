@@ -65,9 +65,20 @@ struct tfs_graph {
     int         hash_cap;
     bool        finalized;
     tfs_status  err;           /* sticky builder error */
+    /* Builder state (build.c): the name-scope prefix, and its length before each push. */
+    char       *scope;
+    int         scope_depth;
+    size_t     *scope_lens;
 };
 
 const tfs_node *tfs__graph_node(const tfs_graph *g, int id);
+/* Data input i of a node as an edge, also before finalize (parsed from the text input); false
+ * when there is no such input or it names no node. */
+bool tfs__graph_input_edge(const tfs_graph *g, int node, int i, tfs_edge *e);
+/* Number of data (non-control) inputs of a node, also before finalize. */
+int tfs__graph_data_input_count(const tfs_graph *g, int node);
+/* Builder state of build.c, freed with the graph. */
+void tfs__build_state_free(tfs_graph *g);
 /* Index of the library function `name` in g->funcs, or -1. */
 int tfs__graph_function_index(const tfs_graph *g, const char *name);
 
