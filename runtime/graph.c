@@ -188,6 +188,19 @@ void tfs_graph_set_error(tfs_graph *g, enum tfs_code code, const char *fmt, ...)
     va_end(ap);
 }
 
+enum tfs_code tfs_graph_status(const tfs_graph *g, tfs_status *st)
+{
+    if (!g)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "no graph");
+    if (g->err.code != TFS_OK) {
+        if (st)
+            *st = g->err;
+        return g->err.code;
+    }
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
 #define OOM(g, what) tfs_graph_set_error((g), TFS_RESOURCE_EXHAUSTED, "out of memory %s", (what))
 
 /* True when builder calls may proceed on node `id` (or on the graph, when id is -2). */
