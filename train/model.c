@@ -28,6 +28,7 @@ struct tfs_model {
     bool              *var_weight;    /* [n_vars] */
     char             **restore_feed;  /* [n_vars] "<var>/restore_value:0" */
     char             **restore_op;    /* [n_vars] "<var>/restore" */
+    char             **grad_name;     /* [n_vars] gradient tensor of trainable weights, else NULL */
     /* tensor names the runs use */
     char x[256], y[256], lr[256], loss[256], correct[256], train_op[256];
     char eval_loss[256], eval_correct[256], predict[256], global_step[256];
@@ -236,10 +237,29 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
         goto done;
     }
+    int *train_index = tfs_calloc((size_t)b->n_vars + 1, sizeof *train_index);
+    m->grad_name = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->grad_name);
+    if (!train_index || !m->grad_name) {
+        tfs_free(train_index);
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+        goto done;
+    }
     for (int i = 0; i < b->n_vars; i++)
-        if (b->vars[i].trainable)
+        if (b->vars[i].trainable) {
+            train_index[n_train] = i;
             vars[n_train++] = b->vars[i].var;
-    if ((rc = tfs_build_gradients(g, 1, &loss, NULL, n_train, vars, grads, st)) != TFS_OK)
+        }
+    rc = tfs_build_gradients(g, 1, &loss, NULL, n_train, vars, grads, st);
+    for (int k = 0; rc == TFS_OK && k < n_train; k++) {
+        char buf[256];
+        if (!tfs_out_ok(grads[k]))
+            continue;
+        name_of(g, grads[k], buf);
+        if (!(m->grad_name[train_index[k]] = tfs_strdup(buf)))
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+    }
+    tfs_free(train_index);
+    if (rc != TFS_OK)
         goto done;
     if (spec->check_numerics)
         add_check_numerics(g, first_train_node, tfs_graph_node_count(g), &checks, &n_checks,
@@ -421,7 +441,10 @@ void tfs_model_free(tfs_model *m)
             tfs_free(m->restore_feed[i]);
         if (m->restore_op)
             tfs_free(m->restore_op[i]);
+        if (m->grad_name)
+            tfs_free(m->grad_name[i]);
     }
+    tfs_free(m->grad_name);
     tfs_free(m->var_names);
     tfs_free(m->var_weight);
     tfs_free(m->restore_feed);
@@ -573,6 +596,17 @@ enum tfs_code tfs_model_variable_assign(tfs_model *m, int i, tfs_tensor *value, 
     if (rc == TFS_OK && !strcmp(m->var_names[i], "global_step"))
         m->step = *(const int64_t *)value->data;
     return rc;
+}
+
+enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor *y,
+                                 tfs_tensor **out, tfs_status *st)
+{
+    *out = NULL;
+    if (i < 0 || i >= m->n_vars || !m->grad_name[i])
+        return TFS_ERR(st, TFS_NOT_FOUND, "variable %d has no gradient", i);
+    tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
+    const char *fetch = m->grad_name[i];
+    return tfs_session_run(m->s, feeds, 2, &fetch, 1, NULL, 0, out, st);
 }
 
 const tfs_model_spec *tfs__model_spec(const tfs_model *m)
