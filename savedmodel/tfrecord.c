@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/alloc.h"
 #include "savedmodel/bundle-impl.h"
@@ -43,7 +44,7 @@ static enum tfs_code errno_code(int err)
     switch (err) {
     case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
     case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC:  return TFS_RESOURCE_EXHAUSTED;
+    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
     default:                   return TFS_UNKNOWN;
     }
 }
@@ -210,6 +211,16 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
     if (fwrite(head, 1, sizeof head, w->f) != sizeof head ||
         (len && fwrite(data, 1, len, w->f) != len) ||
         fwrite(foot, 1, sizeof foot, w->f) != sizeof foot) {
+        int err = errno;
+        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
+    }
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+enum tfs_code tfs_tfrecord_writer_flush(tfs_tfrecord_writer *w, tfs_status *st)
+{
+    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
         int err = errno;
         return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
     }
