@@ -15,6 +15,10 @@
  * Writing: tfs_savedmodel_write() turns a tfs_graph + signatures + variable values into a
  * directory TensorFlow can load (used for the bundled demo model, and by train/ for export).
  *
+ * Also TensorFlow's other files: TFRecord files, training checkpoints (a TensorBundle plus the
+ * directory's `checkpoint` state file, tfs_checkpoint_*) and TensorBoard event files
+ * (tfs_events_writer_*), each in its own section below.
+ *
  * A loaded model is immutable (but for its variables) and may be run from many threads.
  */
 #ifndef TFS_SAVEDMODEL_SAVEDMODEL_H
