@@ -170,8 +170,8 @@ enum tfs_code tfs_checkpoint_save(const char *dir_in, const char *name, int64_t 
     strcat(rel, num);
     if (!(prefix = join(dir, rel)))
         goto oom;
-    if (strlen(prefix) + 64 >= PATH_MAX ||
-        (size_t)snprintf(state_file, sizeof state_file, "%s/checkpoint", dir) >= sizeof state_file) {
+    int sl = snprintf(state_file, sizeof state_file, "%s/checkpoint", dir);
+    if (strlen(prefix) + 64 >= PATH_MAX || sl < 0 || (size_t)sl >= sizeof state_file) {
         rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: path too long", prefix);
         goto fail;
     }

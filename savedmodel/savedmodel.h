@@ -169,7 +169,8 @@ enum tfs_code tfs_tfrecord_writer_flush(tfs_tfrecord_writer *w, tfs_status *st);
  *     if (tfs_checkpoint_save("/ckpt", "model.ckpt", 200, vars, 2, &o, NULL, &st) != TFS_OK) ...
  *     char *prefix;  tfs_checkpoint *c;  tfs_tensor *t;
  *     if (tfs_checkpoint_latest("/ckpt", &prefix, &st) != TFS_OK) ...   // "/ckpt/model.ckpt-200"
- *     tfs_checkpoint_open(prefix, &c, &st);  tfs_checkpoint_read(c, "dense/kernel", TFS_DTYPE_FLOAT, &t, &st);
+ *     tfs_checkpoint_open(prefix, &c, &st);
+ *     tfs_checkpoint_read(c, "dense/kernel", TFS_DTYPE_FLOAT, &t, &st);
  *
  * Writes are atomic: tensors go to temporary files that are synced and renamed into place, then
  * the state file is replaced the same way; a failed save (a full disk, out of memory) returns an

@@ -148,7 +148,8 @@ static void expect_state_paths(const char *dir, const char *want_model, const ch
     ck_assert_str_eq(all, want_all);
     ck_assert_int_eq(s->n_timestamps, s->n_paths);
     for (int i = 1; i < s->n_timestamps; i++)
-        ck_assert(s->all_model_checkpoint_timestamps[i] >= s->all_model_checkpoint_timestamps[i - 1]);
+        ck_assert(s->all_model_checkpoint_timestamps[i] >=
+                  s->all_model_checkpoint_timestamps[i - 1]);
     tfs_checkpoint_state_free(s);
 }
 
@@ -338,8 +339,9 @@ START_TEST(matches_tensorflow_bundle_bytes)
     ck_assert_ptr_nonnull(tfs_test_fixture(HP2V, tfp, sizeof tfp));
     tfs_status  st;
     float       vals[] = {0.5f, 2.0f, 3.0f};
-    tfs_tensor *a = tfs_test_tensor_f32(0, NULL, &vals[0]), *b = tfs_test_tensor_f32(0, NULL, &vals[1]),
-               *c = tfs_test_tensor_f32(0, NULL, &vals[2]);
+    tfs_tensor *a = tfs_test_tensor_f32(0, NULL, &vals[0]);
+    tfs_tensor *b = tfs_test_tensor_f32(0, NULL, &vals[1]);
+    tfs_tensor *c = tfs_test_tensor_f32(0, NULL, &vals[2]);
     tfs_named_tensor t[] = {{"a", a}, {"b", b}, {"c", c}};
     ck_assert_int_eq(tfs_checkpoint_save(dir, "variables", -1, t, 3, NULL, NULL, &st), TFS_OK);
     const char *suffix[] = {".index", ".data-00000-of-00001"};

@@ -215,7 +215,8 @@ START_TEST(typical_run)
     ck_assert_ptr_nonnull(strstr(svg, ">eval</text>"));
     const char *ids[]    = {"loss", "accuracy"};
     const double *tr[]   = {tl, ta}, *ev[] = {el, ea};
-    const char *tcls[]   = {"train_loss", "train_accuracy"}, *ecls[] = {"eval_loss", "eval_accuracy"};
+    const char *tcls[]   = {"train_loss", "train_accuracy"};
+    const char *ecls[]   = {"eval_loss", "eval_accuracy"};
     for (int k = 0; k < 2; k++) {
         char *text = panel_text(svg, ids[k]);
         panel p;
