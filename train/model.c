@@ -525,6 +525,19 @@ enum tfs_code tfs_model_predict(tfs_model *m, tfs_tensor *x, tfs_tensor **out, t
     return tfs_session_run(m->s, &feed, 1, &fetch, 1, NULL, 0, out, st);
 }
 
+int64_t tfs_model_accuracy_units(const tfs_model *m, const tfs_tensor *y)
+{
+    switch (m->spec.loss) {
+    case TFS_LOSS_SPARSE_SOFTMAX_XENT:
+    case TFS_LOSS_SOFTMAX_XENT:
+        return y->rank > 0 ? y->dims[0] : 0;
+    case TFS_LOSS_SIGMOID_XENT:
+        return y->nelem;
+    default:
+        return 0;
+    }
+}
+
 int64_t tfs_model_global_step(const tfs_model *m)
 {
     return m->step;
@@ -607,6 +620,46 @@ enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor 
     tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
     const char *fetch = m->grad_name[i];
     return tfs_session_run(m->s, feeds, 2, &fetch, 1, NULL, 0, out, st);
+}
+
+enum tfs_code tfs_model_rng_state(tfs_model *m, tfs_tensor **out, tfs_status *st)
+{
+    *out = NULL;
+    int n = tfs_session_rng_state_count(m->s);
+    if (n == 0)
+        return TFS_OK;
+    tfs_tensor *t = NULL;
+    enum tfs_code rc = tfs_tensor_new(TFS_DTYPE_INT64, 2, (int64_t[]){n, 3}, &t, st);
+    int64_t *v = t ? t->data : NULL;
+    for (int i = 0; rc == TFS_OK && i < n; i++) {
+        tfs_rng_state r;
+        rc = tfs_session_rng_state_get(m->s, i, NULL, NULL, &r, st);
+        v[3 * i] = (int64_t)r.key;
+        v[3 * i + 1] = (int64_t)r.counter_lo;
+        v[3 * i + 2] = (int64_t)r.counter_hi;
+    }
+    if (rc != TFS_OK) {
+        tfs_tensor_unref(t);
+        return rc;
+    }
+    *out = t;
+    return TFS_OK;
+}
+
+enum tfs_code tfs_model_set_rng_state(tfs_model *m, const tfs_tensor *t, tfs_status *st)
+{
+    int n = tfs_session_rng_state_count(m->s);
+    if (t->dtype != TFS_DTYPE_INT64 || t->rank != 2 || t->dims[0] != n || t->dims[1] != 3)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "random generator state: expected int64 "
+                       "[%d, 3] for this model", n);
+    const int64_t *v = t->data;
+    for (int i = 0; i < n; i++) {
+        tfs_rng_state r = {(uint64_t)v[3 * i], (uint64_t)v[3 * i + 1], (uint64_t)v[3 * i + 2]};
+        enum tfs_code rc = tfs_session_rng_state_set(m->s, i, &r, st);
+        if (rc != TFS_OK)
+            return rc;
+    }
+    return TFS_OK;
 }
 
 const tfs_model_spec *tfs__model_spec(const tfs_model *m)

@@ -215,6 +215,10 @@ enum tfs_code tfs_model_eval_batch(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
 /* Inference-mode outputs (probabilities for classifiers, the output for regression). */
 enum tfs_code tfs_model_predict(tfs_model *m, tfs_tensor *x, tfs_tensor **out, tfs_status *st);
 
+/* What accuracy counts in a batch with labels y: examples for class labels, label elements for
+ * sigmoid outputs, 0 for regression (no accuracy). The correct counts above are out of this. */
+int64_t tfs_model_accuracy_units(const tfs_model *m, const tfs_tensor *y);
+
 int64_t tfs_model_global_step(const tfs_model *m);
 /* The learning rate the next step will use. */
 double tfs_model_learning_rate(const tfs_model *m);
@@ -234,6 +238,13 @@ enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor 
                                  tfs_tensor **out, tfs_status *st);
 /* The index of a variable by name, -1 when absent. */
 int         tfs_model_variable_find(const tfs_model *m, const char *name);
+
+/* The random ops' generator positions (dropout masks, initializers) as an int64 [n, 3] tensor
+ * (caller owns; *out NULL when the graph has none), and setting them back into a model built
+ * from the same spec: a resumed run then draws the numbers an uninterrupted one would.
+ * INVALID_ARGUMENT when the tensor does not fit the model. */
+enum tfs_code tfs_model_rng_state(tfs_model *m, tfs_tensor **out, tfs_status *st);
+enum tfs_code tfs_model_set_rng_state(tfs_model *m, const tfs_tensor *state, tfs_status *st);
 
 /* The training graph (for TensorBoard). Borrowed. */
 const tfs_graph *tfs_model_graph(const tfs_model *m);
