@@ -91,6 +91,7 @@ enum {
     TFS_OPF_REF_INPUTS = 1u << 0,   /* inputs stay reference-typed (Assign, AssignAdd) */
     TFS_OPF_STATEFUL   = 1u << 1,   /* never constant-folded, never deduplicated */
     TFS_OPF_FUNCTIONS  = 1u << 2,   /* func attrs name library functions it runs (While, If) */
+    TFS_OPF_RANDOM     = 1u << 3,   /* keeps a generator in the session (rng-impl.h) */
 };
 
 struct tfs_op_def {
