@@ -123,7 +123,7 @@ static enum tfs_code opt_step(tfs_session *s, bool resource, int n_vals, tfs_ten
                               tfs_status *st)
 {
     tfs_feed feeds[8];
-    char names[8][8];
+    char names[8][16];
     for (int j = 0; j < n_vals; j++) {
         snprintf(names[j], sizeof names[j], "p%d", j);
         feeds[j] = (tfs_feed){names[j], vals[j]};
