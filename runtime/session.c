@@ -12,7 +12,8 @@
  *
  * Threads: the graph and the session's slot/consumer tables are immutable after tfs_session_new,
  * and each run keeps its state on its own, so runs proceed in parallel. Variables (variable.c)
- * have their own locks.
+ * and the random ops' generators (rng.c: one table per session and per prepared function, since
+ * TensorFlow keeps a generator per kernel) have their own locks.
  *
  * Functions. The session made by tfs_session_new (the "top" session) prepares each function of
  * its graph's library once: a child session over the body (sharing the top session's variables,
