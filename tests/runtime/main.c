@@ -22,6 +22,9 @@ Suite *suite_runtime_array_shape(void);
 Suite *suite_runtime_array_move(void);
 Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
+Suite *suite_runtime_training(void);
+Suite *suite_runtime_random(void);
+Suite *suite_runtime_array_grad(void);
 
 int main(void)
 {
@@ -45,6 +48,9 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_move());
     srunner_add_suite(sr, suite_runtime_array_index());
     srunner_add_suite(sr, suite_runtime_array_string());
+    srunner_add_suite(sr, suite_runtime_training());
+    srunner_add_suite(sr, suite_runtime_random());
+    srunner_add_suite(sr, suite_runtime_array_grad());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
