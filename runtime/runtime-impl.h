@@ -102,6 +102,7 @@ enum {
     TFS_OPF_REF_INPUTS = 1u << 0,   /* inputs stay reference-typed (Assign, AssignAdd) */
     TFS_OPF_STATEFUL   = 1u << 1,   /* never constant-folded, never deduplicated */
     TFS_OPF_FUNCTIONS  = 1u << 2,   /* func attrs name library functions it runs (While, If) */
+    TFS_OPF_RANDOM     = 1u << 3,   /* keeps a generator in the session (rng-impl.h) */
 };
 
 struct tfs_op_def {
@@ -264,6 +265,24 @@ enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const
 enum tfs_code tfs__variable_read(tfs_variable *v, tfs_tensor **out, tfs_status *st);
 /* Replaces the value; keeps a reference to `value`. */
 void tfs__variable_assign(tfs_variable *v, tfs_tensor *value);
+
+/* Updating a variable without copying it (optimizers, AssignAdd). With v->mu held and v->value
+ * set: *dst = v->value itself when nothing else references it (tfs_tensor_exclusive: readers take
+ * their references under v->mu, so none can appear meanwhile), else a copy of it (copy-on-write:
+ * whoever holds the old value keeps seeing it unchanged). The caller updates *dst's elements in
+ * place, then tfs__variable_update_commit (v->mu still held) installs *dst and returns the tensor
+ * it replaced (NULL after an in-place update) for the caller to unref after unlocking. */
+enum tfs_code tfs__variable_update_begin(tfs_variable *v, tfs_tensor **dst, tfs_status *st);
+tfs_tensor *tfs__variable_update_commit(tfs_variable *v, tfs_tensor *dst);
+
+/* For kernels (kernels/state.c): the variable behind input i, which must be a reference tensor
+ * (a VariableV2 output; want_ref) or a DT_RESOURCE handle; INVALID_ARGUMENT naming the node
+ * otherwise. */
+enum tfs_code tfs__variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs_variable **out,
+                                  tfs_status *st);
+/* A new reference to input i's value: the tensor itself, or the variable's current value when it
+ * is a reference tensor (ops with TFS_OPF_REF_INPUTS see all inputs as references). */
+enum tfs_code tfs__value_input(tfs_kernel_ctx *k, int i, tfs_tensor **out, tfs_status *st);
 
 /* The session's checkpoint reader (for RestoreV2). */
 const tfs_checkpoint_reader *tfs__session_checkpoint(const tfs_session *s);

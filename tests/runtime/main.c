@@ -22,6 +22,9 @@ Suite *suite_runtime_array_shape(void);
 Suite *suite_runtime_array_move(void);
 Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
+Suite *suite_runtime_training(void);
+Suite *suite_runtime_random(void);
+Suite *suite_runtime_array_grad(void);
 Suite *suite_runtime_gradients(void);
 Suite *suite_runtime_build(void);
 
@@ -47,6 +50,9 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_move());
     srunner_add_suite(sr, suite_runtime_array_index());
     srunner_add_suite(sr, suite_runtime_array_string());
+    srunner_add_suite(sr, suite_runtime_training());
+    srunner_add_suite(sr, suite_runtime_random());
+    srunner_add_suite(sr, suite_runtime_array_grad());
     srunner_add_suite(sr, suite_runtime_build());
     srunner_add_suite(sr, suite_runtime_gradients());
     srunner_run_all(sr, CK_NORMAL);
