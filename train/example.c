@@ -202,9 +202,9 @@ void tfs_example_parser_free(tfs_example_parser *p)
     tfs_free(p);
 }
 
-enum tfs_code tfs_example_parser_parse(const tfs_example_parser *p, int64_t n,
-                                       const uint8_t *const *data, const size_t *lens,
-                                       const char *const *names, tfs_tensor **out, tfs_status *st)
+static enum tfs_code run_batch(const tfs_example_parser *p, int64_t n,
+                               const uint8_t *const *data, const size_t *lens,
+                               const char *const *names, tfs_tensor **out, tfs_status *st)
 {
     tfs_tensor   *ser = NULL, *nm = NULL;
     enum tfs_code code;
@@ -228,6 +228,41 @@ enum tfs_code tfs_example_parser_parse(const tfs_example_parser *p, int64_t n,
 done:
     tfs_tensor_unref(ser);
     tfs_tensor_unref(nm);
+    return code;
+}
+
+enum tfs_code tfs_example_parser_parse(const tfs_example_parser *p, int64_t n,
+                                       const uint8_t *const *data, const size_t *lens,
+                                       const char *const *names, tfs_tensor **out, tfs_status *st)
+{
+    tfs_status    local;
+    tfs_status   *s = st ? st : &local;
+    enum tfs_code code = run_batch(p, n, data, lens, names, out, s);
+    if (code == TFS_OK || code == TFS_RESOURCE_EXHAUSTED || !names)
+        return code;
+    for (int64_t i = 0; i < n; i++)
+        if (strstr(s->msg, names[i]))
+            return code;   /* ParseExample named the Example itself */
+    if (n == 1)
+        return tfs_status_prefix(s, "%s", names[0]);
+    /* Some of ParseExample's messages ("Could not parse example input") do not say which
+     * Example; find it by parsing one at a time (the error path only) and name it. */
+    for (int64_t i = 0; i < n; i++) {
+        tfs_tensor   *one[1];
+        tfs_tensor  **o = p->n <= 1 ? one : tfs_calloc((size_t)p->n, sizeof *o);
+        tfs_status    st1;
+        if (!o)
+            break;
+        enum tfs_code c1 = run_batch(p, 1, data + i, lens + i, names + i, o, &st1);
+        for (int j = 0; c1 == TFS_OK && j < p->n; j++)
+            tfs_tensor_unref(o[j]);
+        if (o != one)
+            tfs_free(o);
+        if (c1 != TFS_OK) {
+            tfs_status_set(s, c1, "%s: %s", names[i], st1.msg);
+            return c1;
+        }
+    }
     return code;
 }
 
