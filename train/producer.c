@@ -363,7 +363,8 @@ enum tfs_code tfs__producer_next(tfs__producer *p, tfs_tensor **out, tfs_dataset
             break;
         /* The epoch is over. An epoch entered at its start that made no batch means every epoch
          * is empty (no data, or fewer examples than a batch with drop_remainder). */
-        free_recs(recs, got);
+        if (recs)
+            free_recs(recs, got);
         got = 0;
         if (p->from_zero && p->batches == 0) {
             code = TFS_ERR(st, TFS_OUT_OF_RANGE,
