@@ -20,6 +20,7 @@ typedef struct tfs__component {
     int64_t        row;         /* elements per element (product of dims) */
     enum tfs_dtype out_dtype;   /* the map (dataset.c's tfs_dataset_map) */
     double         scale, shift;
+    float         *lut;         /* uint8 -> float maps: the 256 results, tfs_malloc'ed */
 } tfs__component;
 
 /* A record read from a streaming source, waiting in the shuffle buffer. */

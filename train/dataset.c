@@ -256,6 +256,16 @@ enum tfs_code tfs_dataset_map(tfs_dataset *ds, const char *name, enum tfs_dtype 
     if (!isfinite(scale) || !isfinite(shift))
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "dataset: map of '%s': scale and shift must be "
                        "finite", name);
+    /* uint8 images to float is the common case and worth a table: 256 values, then a lookup
+     * per pixel instead of a conversion and a multiply-add. */
+    tfs_free(c->lut);
+    c->lut = NULL;
+    if (c->src_dtype == TFS_DTYPE_UINT8 && dtype == TFS_DTYPE_FLOAT) {
+        if (!(c->lut = tfs_malloc(256 * sizeof *c->lut)))
+            return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "dataset: out of memory");
+        for (int v = 0; v < 256; v++)
+            c->lut[v] = (float)((double)v * scale + shift);
+    }
     c->out_dtype = dtype;
     c->scale = scale;
     c->shift = shift;
@@ -361,6 +371,7 @@ void tfs_dataset_free(tfs_dataset *ds)
     tfs__producer_reset(&ds->prod);
     for (int i = 0; i < ds->n; i++) {
         tfs_free(ds->comp[i].name);
+        tfs_free(ds->comp[i].lut);
         tfs_tensor_unref(ds->comp[i].values);
     }
     tfs_free(ds->comp);

@@ -148,9 +148,12 @@ static enum tfs_code memory_batch(tfs__producer *p, int64_t b, tfs_tensor **out,
             }
             const char *src = (const char *)v->data + (size_t)(r * c->row) * ses;
             char       *dst = (char *)out[k]->data + (size_t)(i * c->row) * oes;
-            if (same)
+            if (same) {
                 memcpy(dst, src, (size_t)c->row * ses);
-            else
+            } else if (c->lut) {
+                for (int64_t e = 0; e < c->row; e++)
+                    ((float *)dst)[e] = c->lut[((const uint8_t *)src)[e]];
+            } else
                 convert(src, c->src_dtype, dst, c->out_dtype, c->row, c->scale, c->shift);
         }
     }

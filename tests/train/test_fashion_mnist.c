@@ -3,8 +3,8 @@
  * so, when absent. Checks what is known of the data set independently of our readers: 60000
  * training and 10000 test examples of 28x28, labels 0..9 with exactly 6000 / 1000 of each class,
  * the first training label 9 ("Ankle boot"), a training-pixel mean of 0.2860 (on [0, 1]); and
- * that inflating the training images takes under a second (in optimized builds without
- * sanitizers; others print the time only). Prints the inflate speed in MB/s.
+ * that reading and inflating the training images takes under a second of CPU time (in optimized
+ * builds without sanitizers; others print the time only). Prints the inflate speed in MB/s.
  */
 #include <check.h>
 #include <stdio.h>
@@ -57,6 +57,14 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* CPU time of this thread: what inflating costs, whatever else the machine is doing. */
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static void check_split(const char *images, const char *labels, int64_t n)
 {
     tfs_tensor *x, *y;
@@ -98,22 +106,25 @@ START_TEST(test_fashion_mnist_inflate_speed)
 {
     if (absent("test_fashion_mnist_inflate_speed"))
         return;
-    double best = 1e9;
+    double best = 1e9, wall = 0;
     size_t len = 0;
     for (int i = 0; i < 3; i++) {
         void      *d;
         tfs_status st;
-        double     t0 = now();
+        double     t0 = cpu_now(), w0 = now();
         ck_assert_int_eq(tfs_data_file_read(file("train-images-idx3-ubyte.gz"), &d, &len, &st),
                          TFS_OK);
-        double t = now() - t0;
+        double t = cpu_now() - t0;
         tfs_free(d);
-        if (t < best)
+        if (t < best) {
             best = t;
+            wall = now() - w0;
+        }
     }
     ck_assert_uint_eq(len, 47040016);
-    fprintf(stderr, "fashion-mnist: train images inflated in %.3f s (%.0f MB/s of output)%s\n",
-            best, (double)len / best / 1e6,
+    fprintf(stderr, "fashion-mnist: train images (26 MB gzip -> %zu bytes) read and inflated in "
+            "%.3f s of CPU, %.3f s wall (%.0f MB/s of output)%s\n", len, best, wall,
+            (double)len / best / 1e6,
             TIMING_CHECKED ? "" : " -- not checked against 1 s in this build");
     if (TIMING_CHECKED)
         ck_assert_msg(best < 1.0, "inflating took %.3f s", best);
