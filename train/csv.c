@@ -247,6 +247,9 @@ enum tfs_code tfs_csv_read(const char *path, const tfs_csv_opts *opts_, tfs_tens
     if (ldt != TFS_DTYPE_FLOAT && ldt != TFS_DTYPE_INT32 && ldt != TFS_DTYPE_INT64)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: label dtype must be float, int32 or int64, "
                        "not %s", path, tfs_dtype_short_name(ldt));
+    if (opts.n_features < 0 || (opts.n_features > 0 && !opts.features))
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: %d feature columns named", path,
+                       opts.n_features);
     if (opts.label && !labels)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: a label column needs somewhere to go", path);
     if ((code = tfs_data_file_read(path, (void **)&file, &len, st)) != TFS_OK)

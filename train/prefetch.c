@@ -30,7 +30,6 @@ struct tfs__prefetch {
     slot           *ring;
     int             head, count;
     bool            stop;
-    bool            done;    /* the thread queued its last result and ended */
     pthread_mutex_t mu;
     pthread_cond_t  can_put, can_get;
     pthread_t       thread;
@@ -71,8 +70,6 @@ static void *run(void *arg)
         s->code = code;
         s->st = st;
         pf->count++;
-        if (last)
-            pf->done = true;
         pthread_cond_signal(&pf->can_get);
         pthread_mutex_unlock(&pf->mu);
     }

@@ -217,7 +217,8 @@ enum tfs_code tfs_dataset_from_tfrecord(const char *const *paths, int n_paths,
  * DT_INT32, DT_INT64; DT_INVALID: the default below) and, for DT_FLOAT/DT_DOUBLE, computed as
  * x * scale + shift in double precision (x / 255: scale 1/255, shift 0). Without a map a
  * component keeps its dtype, except that 8- and 16-bit integers become DT_INT32 and DT_DOUBLE
- * becomes DT_FLOAT. Float to integer conversion truncates toward zero. Only before the first
+ * becomes DT_FLOAT. Float to integer conversion truncates toward zero (NaN gives 0, values out
+ * of range saturate); integer to narrower integer wraps. Only before the first
  * tfs_dataset_next (FAILED_PRECONDITION after); NOT_FOUND for an unknown name; INVALID_ARGUMENT
  * for a string component or another dtype. */
 enum tfs_code tfs_dataset_map(tfs_dataset *ds, const char *name, enum tfs_dtype dtype,

@@ -9,6 +9,7 @@ Suite *suite_train_npy(void);
 Suite *suite_train_example(void);
 Suite *suite_train_dataset(void);
 Suite *suite_train_fashion_mnist(void);
+Suite *suite_train_faults(void);
 
 int main(void)
 {
@@ -19,6 +20,7 @@ int main(void)
     srunner_add_suite(sr, suite_train_example());
     srunner_add_suite(sr, suite_train_dataset());
     srunner_add_suite(sr, suite_train_fashion_mnist());
+    srunner_add_suite(sr, suite_train_faults());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
