@@ -139,6 +139,15 @@ static enum tfs_code make(const tfs_train_config *c, const char *features, const
         rc = fit_input(c, features, &x, st);
     if (rc == TFS_OK)
         rc = check_labels(c, labels ? labels : features, x, y, st);
+    if (rc == TFS_OK && c->model.loss != TFS_LOSS_SPARSE_SOFTMAX_XENT && y->rank == 1) {
+        /* One target per example: the model's output is [N, 1]. */
+        tfs_tensor *r = NULL;
+        rc = tfs_tensor_reshape(y, 2, (int64_t[]){y->dims[0], 1}, &r, st);
+        if (rc == TFS_OK) {
+            tfs_tensor_unref(y);
+            y = r;
+        }
+    }
     if (rc == TFS_OK) {
         tfs_dataset_opts o = tfs_dataset_opts_default();
         o.batch_size = training ? d->batch_size : d->eval_batch_size;
