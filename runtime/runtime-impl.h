@@ -153,6 +153,14 @@ typedef struct tfs_nn_geom {
  * data_format (NHWC only), by TensorFlow's rules; INVALID_ARGUMENT naming the node otherwise. */
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* The same from an NHWC shape alone (the gradient ops get the input's shape as a tensor). */
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* Conv2D's patch matrix (kernels/nn-conv.c): rows [r0, r0 + rows) of the flattened (n, oh, ow)
+ * space, each the k_h*k_w*in_c input values under that output pixel's window (zeros in the
+ * padding), elements of esz bytes, into P. */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
+                    void *P);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
