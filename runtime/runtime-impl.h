@@ -130,7 +130,7 @@ enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_featur
                                  int64_t *n_values, tfs_status *st);
 
 /* nn (helper nn): shared by runtime/kernels/nn-*.c (defined in nn-util.c) */
-int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2: 5 */
+int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2, and the Grads: 5 */
 int tfs__nn_nout_batch_norm_v3(const tfs_node *n);   /* FusedBatchNormV3: 6 */
 /* Optional attrs with TensorFlow's default when absent (stripped default attrs). */
 enum tfs_code tfs__nn_attr_bool(const tfs_node *n, const char *name, bool dflt, bool *out,

@@ -25,6 +25,7 @@ Suite *suite_runtime_array_string(void);
 Suite *suite_runtime_nn_grad_act(void);
 Suite *suite_runtime_nn_grad_conv(void);
 Suite *suite_runtime_nn_grad_pool(void);
+Suite *suite_runtime_nn_grad_norm(void);
 
 int main(void)
 {
@@ -51,6 +52,7 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_nn_grad_act());
     srunner_add_suite(sr, suite_runtime_nn_grad_conv());
     srunner_add_suite(sr, suite_runtime_nn_grad_pool());
+    srunner_add_suite(sr, suite_runtime_nn_grad_norm());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
