@@ -26,6 +26,7 @@ Suite *suite_runtime_nn_grad_act(void);
 Suite *suite_runtime_nn_grad_conv(void);
 Suite *suite_runtime_nn_grad_pool(void);
 Suite *suite_runtime_nn_grad_norm(void);
+Suite *suite_runtime_nn_grad_loss(void);
 
 int main(void)
 {
@@ -53,6 +54,7 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_nn_grad_conv());
     srunner_add_suite(sr, suite_runtime_nn_grad_pool());
     srunner_add_suite(sr, suite_runtime_nn_grad_norm());
+    srunner_add_suite(sr, suite_runtime_nn_grad_loss());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
