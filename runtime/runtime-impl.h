@@ -142,7 +142,7 @@ enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_featur
                                  int64_t *n_values, tfs_status *st);
 
 /* nn (helper nn): shared by runtime/kernels/nn-*.c (defined in nn-util.c) */
-int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2: 5 */
+int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2, and the Grads: 5 */
 int tfs__nn_nout_batch_norm_v3(const tfs_node *n);   /* FusedBatchNormV3: 6 */
 /* Optional attrs with TensorFlow's default when absent (stripped default attrs). */
 enum tfs_code tfs__nn_attr_bool(const tfs_node *n, const char *name, bool dflt, bool *out,
@@ -165,6 +165,14 @@ typedef struct tfs_nn_geom {
  * data_format (NHWC only), by TensorFlow's rules; INVALID_ARGUMENT naming the node otherwise. */
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* The same from an NHWC shape alone (the gradient ops get the input's shape as a tensor). */
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* Conv2D's patch matrix (kernels/nn-conv.c): rows [r0, r0 + rows) of the flattened (n, oh, ow)
+ * space, each the k_h*k_w*in_c input values under that output pixel's window (zeros in the
+ * padding), elements of esz bytes, into P. */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
+                    void *P);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
