@@ -28,7 +28,8 @@ struct tfs_model {
     bool              *var_weight;    /* [n_vars] */
     char             **restore_feed;  /* [n_vars] "<var>/restore_value:0" */
     char             **restore_op;    /* [n_vars] "<var>/restore" */
-    char             **grad_name;     /* [n_vars] gradient tensor of trainable weights, else NULL */
+    char             **grad_name;     /* [n_grad] gradient tensor of trainable weights, else NULL */
+    int                n_grad;
     /* tensor names the runs use */
     char x[256], y[256], lr[256], loss[256], correct[256], train_op[256];
     char eval_loss[256], eval_correct[256], predict[256], global_step[256];
@@ -237,8 +238,10 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
         goto done;
     }
+    int n_vars_at_gradients = b->n_vars;
     int *train_index = tfs_calloc((size_t)b->n_vars + 1, sizeof *train_index);
     m->grad_name = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->grad_name);
+    m->n_grad = m->grad_name ? b->n_vars : 0;
     if (!train_index || !m->grad_name) {
         tfs_free(train_index);
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
@@ -298,7 +301,17 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         pred = tfs_build_unary(g, "Sigmoid", elogits);
     tfs_build_scope_pop(g);
 
-    /* Restore: one Assign per variable from a placeholder. */
+    /* Restore: one Assign per variable from a placeholder. The optimizer added slot variables
+     * after the gradients were named: grad_name grows to cover them (NULL: no gradient). */
+    char **gn = tfs_realloc(m->grad_name, ((size_t)b->n_vars + 1) * sizeof *gn);
+    if (!gn) {
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+        goto done;
+    }
+    for (int i = n_vars_at_gradients; i <= b->n_vars; i++)
+        gn[i] = NULL;
+    m->grad_name = gn;
+    m->n_grad = b->n_vars;
     m->n_vars = b->n_vars;
     m->var_names = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->var_names);
     m->var_weight = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->var_weight);
@@ -441,9 +454,9 @@ void tfs_model_free(tfs_model *m)
             tfs_free(m->restore_feed[i]);
         if (m->restore_op)
             tfs_free(m->restore_op[i]);
-        if (m->grad_name)
-            tfs_free(m->grad_name[i]);
     }
+    for (int i = 0; i < m->n_grad; i++)
+        tfs_free(m->grad_name[i]);
     tfs_free(m->grad_name);
     tfs_free(m->var_names);
     tfs_free(m->var_weight);
@@ -615,7 +628,7 @@ enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor 
                                  tfs_tensor **out, tfs_status *st)
 {
     *out = NULL;
-    if (i < 0 || i >= m->n_vars || !m->grad_name[i])
+    if (i < 0 || i >= m->n_grad || !m->grad_name[i])
         return TFS_ERR(st, TFS_NOT_FOUND, "variable %d has no gradient", i);
     tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
     const char *fetch = m->grad_name[i];
