@@ -65,9 +65,20 @@ struct tfs_graph {
     int         hash_cap;
     bool        finalized;
     tfs_status  err;           /* sticky builder error */
+    /* Builder state (build.c): the name-scope prefix, and its length before each push. */
+    char       *scope;
+    int         scope_depth;
+    size_t     *scope_lens;
 };
 
 const tfs_node *tfs__graph_node(const tfs_graph *g, int id);
+/* Data input i of a node as an edge, also before finalize (parsed from the text input); false
+ * when there is no such input or it names no node. */
+bool tfs__graph_input_edge(const tfs_graph *g, int node, int i, tfs_edge *e);
+/* Number of data (non-control) inputs of a node, also before finalize. */
+int tfs__graph_data_input_count(const tfs_graph *g, int node);
+/* Builder state of build.c, freed with the graph. */
+void tfs__build_state_free(tfs_graph *g);
 /* Index of the library function `name` in g->funcs, or -1. */
 int tfs__graph_function_index(const tfs_graph *g, const char *name);
 
@@ -131,7 +142,7 @@ enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_featur
                                  int64_t *n_values, tfs_status *st);
 
 /* nn (helper nn): shared by runtime/kernels/nn-*.c (defined in nn-util.c) */
-int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2: 5 */
+int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2, and the Grads: 5 */
 int tfs__nn_nout_batch_norm_v3(const tfs_node *n);   /* FusedBatchNormV3: 6 */
 /* Optional attrs with TensorFlow's default when absent (stripped default attrs). */
 enum tfs_code tfs__nn_attr_bool(const tfs_node *n, const char *name, bool dflt, bool *out,
@@ -154,6 +165,14 @@ typedef struct tfs_nn_geom {
  * data_format (NHWC only), by TensorFlow's rules; INVALID_ARGUMENT naming the node otherwise. */
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* The same from an NHWC shape alone (the gradient ops get the input's shape as a tensor). */
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* Conv2D's patch matrix (kernels/nn-conv.c): rows [r0, r0 + rows) of the flattened (n, oh, ow)
+ * space, each the k_h*k_w*in_c input values under that output pixel's window (zeros in the
+ * padding), elements of esz bytes, into P. */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
+                    void *P);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
