@@ -18,8 +18,9 @@
  * effect and, having been evaluated, cannot fail.
  *
  * Identity removal. A node that passes its input through (Identity, Snapshot, StopGradient,
- * PreventGradient; IdentityN passes each input to its output) and is not protected is bypassed: its consumers read its input directly and
- * inherit its control inputs, and a control edge from it becomes one from its input's producer.
+ * PreventGradient; IdentityN passes each input to its output) and is not protected is bypassed:
+ * its consumers read its input directly and inherit its control inputs, and a control edge from
+ * it becomes one from its input's producer.
  * NoOps are bypassed the same way (their control inputs move to the nodes that waited for them).
  * An Identity reading a VariableV2 stays: it is the read that dereferences the variable.
  */
@@ -28,7 +29,7 @@
 
 #include "runtime/rewrite-impl.h"
 
-/* ---- constant folding --------------------------------------------------------------------------- */
+/* ---- constant folding ------------------------------------------------------------------------ */
 
 typedef struct fold_state {
     tfs_rw_graph *rw;
@@ -365,7 +366,7 @@ done:
     return rc;
 }
 
-/* ---- Identity and NoOp removal ------------------------------------------------------------------ */
+/* ---- Identity and NoOp removal --------------------------------------------------------------- */
 
 /* A growable list of node ids. */
 typedef struct id_list {
@@ -399,9 +400,11 @@ static bool expand_ctrl(tfs_rw_graph *rw, const char *removable, int *stamp, int
         return true;
     stamp[s] = c + 1;
     const tfs_rw_node *r = &rw->nodes[s];
-    for (int i = 0; i < r->n_in + r->n_ctrl; i++)
-        if (!expand_ctrl(rw, removable, stamp, c, i < r->n_in ? r->in[i].node : r->ctrl[i - r->n_in]))
+    for (int i = 0; i < r->n_in + r->n_ctrl; i++) {
+        int src = i < r->n_in ? r->in[i].node : r->ctrl[i - r->n_in];
+        if (!expand_ctrl(rw, removable, stamp, c, src))
             return false;
+    }
     return true;
 }
 

@@ -70,7 +70,7 @@ static const float *const_vector(const tfs_rw_graph *rw, tfs_edge e, int64_t C)
     return ok ? t->data : NULL;
 }
 
-/* ---- BatchNorm folding ------------------------------------------------------------------------- */
+/* ---- BatchNorm folding ----------------------------------------------------------------------- */
 
 static bool is_batch_norm(const char *op)
 {
@@ -201,7 +201,7 @@ enum tfs_code tfs__rw_fold_batch_norms(tfs_rw_graph *rw, tfs_status *st)
     return rc;
 }
 
-/* ---- MatMul / Conv2D fusion -------------------------------------------------------------------- */
+/* ---- MatMul / Conv2D fusion ------------------------------------------------------------------ */
 
 /* fused_ops for BiasAdd + act (NULL: none); NULL when act cannot be fused. */
 static const tfs_string *fused_ops_for(const char *act, int *n)

@@ -46,7 +46,7 @@ typedef struct tfs_rw_node {
     int                      n_out;       /* outputs (the source node's count; 1 for new nodes) */
     unsigned                 flags;       /* TFS_RW_FED ... */
     bool                     alive;
-    bool                     frozen;      /* VariableV2/VarHandleOp of a variable read as constant */
+    bool                     frozen;      /* a VariableV2/VarHandleOp of a frozen variable */
 } tfs_rw_node;
 
 /* One use of a node: consumer `node`, its data input `input`, or -1 for a control input. */
@@ -66,7 +66,7 @@ typedef struct tfs_rw_graph {
     tfs_rw_use             *uses;      /* uses[use_start[i] .. use_start[i + 1]) */
 } tfs_rw_graph;
 
-/* ---- the rewrite graph (rewrite-graph.c) ------------------------------------------------------ */
+/* ---- the rewrite graph (rewrite-graph.c) ----------------------------------------------------- */
 
 /* Copies g's nodes (all dead; the caller marks the kept ones alive). */
 enum tfs_code tfs__rw_init(tfs_rw_graph *rw, tfs_graph *g, tfs_status *st);
@@ -95,7 +95,7 @@ enum tfs_code tfs__rw_uses(tfs_rw_graph *rw, tfs_status *st);
 /* Number of uses of output `index` of node (data), and of the node by control edges. */
 int tfs__rw_data_uses(const tfs_rw_graph *rw, int node, int index);
 int tfs__rw_ctrl_uses(const tfs_rw_graph *rw, int node);
-/* Marks dead every node not needed by a protected node (inputs and control inputs, transitively). */
+/* Marks dead every node no protected node needs (through inputs and control inputs). */
 enum tfs_code tfs__rw_prune(tfs_rw_graph *rw, tfs_status *st);
 int tfs__rw_alive_count(const tfs_rw_graph *rw);
 /* The alive nodes as a new finalized graph with g's function library. */

@@ -136,7 +136,9 @@ static bool resolve_run(const tfs_graph *g, const tfs_rewrite_run *r, run_info *
     for (int i = 0; i < nx && ok; i++)
         ok = resolve_tensor(g, r->fetches[i], &ri->fetches[i]);
     for (int i = 0; i < nt && ok; i++) {
-        const char *t = r->targets[i] && r->targets[i][0] == '^' ? r->targets[i] + 1 : r->targets[i];
+        const char *t = r->targets[i];
+        if (t && t[0] == '^')
+            t++;
         ri->targets[i] = t ? tfs_graph_find_node(g, t) : -1;
         ok = ri->targets[i] >= 0;
     }
@@ -152,7 +154,8 @@ static bool is_fed(const run_info *r, tfs_edge e)
     return false;
 }
 
-/* needed[] (zeroed by the caller) marks what a session executes for the run; stack: n_nodes ints. */
+/* needed[] (zeroed by the caller) marks what a session executes for the run; stack holds
+ * n_nodes ints. */
 static void prune_run(const tfs_graph *g, const run_info *r, char *needed, int *stack)
 {
     int top = 0;
@@ -179,7 +182,7 @@ static void prune_run(const tfs_graph *g, const run_info *r, char *needed, int *
     }
 }
 
-/* ---- variables -------------------------------------------------------------------------------- */
+/* ---- variables ------------------------------------------------------------------------------- */
 
 typedef struct analysis {
     const tfs_graph *g;
@@ -371,7 +374,7 @@ static bool served_by(const tfs_graph *g, const tfs_rewrite_run *r, bool library
     return ok;
 }
 
-/* ---- the rewrite ------------------------------------------------------------------------------ */
+/* ---- the rewrite ----------------------------------------------------------------------------- */
 
 /* Marks alive the nodes the candidate runs need (step 2 of DESIGN) and their protected names. */
 static bool keep_nodes(analysis *a, tfs_rw_graph *rw, const run_info *ri, int n_runs)

@@ -39,7 +39,7 @@ typedef struct tfs_rewrite_opts {
     bool    fold_constants;      /* nodes computable from constants and frozen variables (the
                                   * reads of frozen variables become Consts even when off) */
     bool    remove_identities;   /* Identity(N), Snapshot, StopGradient, PreventGradient, NoOp */
-    bool    fold_batch_norms;    /* inference FusedBatchNorm* after Conv2D / DepthwiseConv2dNative */
+    bool    fold_batch_norms;    /* inference FusedBatchNorm* after Conv2D or a depthwise conv */
     bool    fuse_matmul;         /* MatMul + BiasAdd [+ Relu|Relu6|Elu|LeakyRelu] -> _FusedMatMul */
     bool    fuse_conv2d;         /* Conv2D + BiasAdd [+ Relu|Relu6|Elu|LeakyRelu] -> _FusedConv2D */
     int64_t max_constant_bytes;  /* largest new tensor folding may create (default 16 MiB);
@@ -61,7 +61,7 @@ typedef struct tfs_rewrite_run {
 
 /* What the rewrite did (for the load log and tests). */
 typedef struct tfs_rewrite_stats {
-    int     nodes_before;        /* nodes of g the served runs need (with their inputs' producers) */
+    int     nodes_before;        /* nodes of g the served runs need (and what fed nodes need) */
     int     nodes_after;         /* nodes of the rewritten graph */
     int     runs_served;
     int     variables_frozen;    /* variables read as constants */

@@ -29,7 +29,8 @@ static double act_ref(int act, double x, double alpha)
 
 static void set_fused_ops(tfs_graph *g, int id, const char *first, const char *second)
 {
-    tfs_string s[2] = {{strlen(first), (char *)first}, {second ? strlen(second) : 0, (char *)second}};
+    tfs_string s[2] = {{strlen(first), (char *)first},
+                       {second ? strlen(second) : 0, (char *)second}};
     tfs_attr_value v = {.kind = TFS_ATTR_LIST,
                         .list = {.kind = TFS_ATTR_S, .n = second ? 2 : 1, .s = s}};
     tfs_graph_set_attr(g, id, "fused_ops", &v);
@@ -228,9 +229,10 @@ static void check_conv(const conv_case *cc)
     nn_attr_float(&at, "epsilon", eps);
     tfs_tensor *in[6] = {x, f, args[0], args[1], args[2], args[3]}, *out = NULL;
     tfs_status st;
-    ck_assert_msg(run_fused("_FusedConv2D", cc->bn ? 6 : 3, in, cc->bn ? "FusedBatchNorm" : "BiasAdd",
-                            ACT_NAMES[cc->act], cc->bn ? 4 : 1, TFS_DTYPE_FLOAT, &at, &out, &st) ==
-                  TFS_OK, "%s", st.msg);
+    const char *first = cc->bn ? "FusedBatchNorm" : "BiasAdd";
+    ck_assert_msg(run_fused("_FusedConv2D", cc->bn ? 6 : 3, in, first, ACT_NAMES[cc->act],
+                            cc->bn ? 4 : 1, TFS_DTYPE_FLOAT, &at, &out, &st) == TFS_OK, "%s",
+                  st.msg);
     char what[96];
     snprintf(what, sizeof what, "conv k%lld s%lld %s bn=%d act=%d", (long long)cc->k,
              (long long)cc->stride, cc->padding, cc->bn, cc->act);

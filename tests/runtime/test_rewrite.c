@@ -147,7 +147,7 @@ START_TEST(test_rewrite_failing_constant_left_alone)
 }
 END_TEST
 
-/* ---- Identity and NoOp removal ---------------------------------------------------------------- */
+/* ---- Identity and NoOp removal --------------------------------------------------------------- */
 
 /* x -> Identity -> Snapshot -> StopGradient -> PreventGradient -> IdentityN (with x2) -> Mul(., 2)
  * -> AddV2(., x) = z; z waits for NoOp n0, which waits for i1 and w = Square(IdentityN:1);
@@ -202,7 +202,7 @@ START_TEST(test_rewrite_identity_chains)
 }
 END_TEST
 
-/* ---- names that must survive ------------------------------------------------------------------ */
+/* ---- names that must survive ----------------------------------------------------------------- */
 
 /* c = 3; a = c + 1; y = x * a. Run 2 feeds c, so a is not a constant; run 3 feeds the Identity
  * "i" that run 1 computes; run 4 targets the NoOp "t"; run 5 fetches output 1 of an Unpack of
@@ -212,11 +212,13 @@ START_TEST(test_rewrite_protected_names)
     tfs_graph *g = new_graph();
     tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
     tfs_out c = cconst(g, "c", rt_scalar_f32(3.0f));
-    tfs_out a = tfs_build_op(g, "AddV2", "a", 2, (tfs_out[]){c, tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1)});
+    tfs_out one = tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1);
+    tfs_out a = tfs_build_op(g, "AddV2", "a", 2, (tfs_out[]){c, one});
     tfs_out i = tfs_build_op(g, "Identity", "i", 1, &x);
     tfs_build_op(g, "Mul", "y", 2, (tfs_out[]){i, a});
     tfs_build_group(g, "t", 1, &i);
-    tfs_out u = tfs_build_op(g, "Unpack", "u", 1, (tfs_out[]){tfs_build_ints(g, 2, (int64_t[]){7, 9})});
+    tfs_out pair = tfs_build_ints(g, 2, (int64_t[]){7, 9});
+    tfs_out u = tfs_build_op(g, "Unpack", "u", 1, &pair);
     tfs_graph_set_attr_int(g, u.node, "num", 2);
     tfs_graph_set_attr_int(g, u.node, "axis", 0);
     tfs_session *s = rwt_session(g, NULL);
@@ -259,7 +261,7 @@ START_TEST(test_rewrite_protected_names)
 }
 END_TEST
 
-/* ---- variables and served runs ---------------------------------------------------------------- */
+/* ---- variables and served runs --------------------------------------------------------------- */
 
 /* saved_model_counter's shape, plus a weight: get reads counter, incr assigns it, predict
  * computes x * w. Only predict may be served, and only w is frozen. */
@@ -325,8 +327,8 @@ START_TEST(test_rewrite_resource_variables)
     int h = tfs_graph_find_node(g, "w");
     tfs_out hid = tfs_build_op(g, "Identity", "h_id", 1, &(tfs_out){h, 0});
     tfs_graph_set_attr_type(g, hid.node, "T", TFS_DTYPE_RESOURCE);
-    tfs_out up = tfs_build_op(g, "AssignAddVariableOp", "bump", 2,
-                              (tfs_out[]){hid, cconst(g, NULL, nn_random_f32(1, (int64_t[]){4}, 4))});
+    tfs_out delta = cconst(g, NULL, nn_random_f32(1, (int64_t[]){4}, 4));
+    tfs_out up = tfs_build_op(g, "AssignAddVariableOp", "bump", 2, (tfs_out[]){hid, delta});
     tfs_graph_set_attr_type(g, up.node, "dtype", TFS_DTYPE_FLOAT);
     tfs_session *s = rwt_session(g, &v);
     tfs_rewrite_run runs[2] = {
@@ -380,7 +382,7 @@ START_TEST(test_rewrite_unreadable_variables)
 }
 END_TEST
 
-/* ---- arguments, functions, random ops ----------------------------------------------------------- */
+/* ---- arguments, functions, random ops -------------------------------------------------------- */
 
 START_TEST(test_rewrite_bad_arguments)
 {
@@ -449,8 +451,8 @@ START_TEST(test_rewrite_functions_and_random)
     tfs_graph_add_input(g, w, "x_id");
     tfs_graph_add_input(g, w, "one");
     enum tfs_dtype T[2] = {TFS_DTYPE_INT32, TFS_DTYPE_INT32};
-    tfs_graph_set_attr(g, w, "T", &(tfs_attr_value){.kind = TFS_ATTR_LIST,
-                                                    .list = {.kind = TFS_ATTR_TYPE, .n = 2, .type = T}});
+    tfs_attr_value tl = {.kind = TFS_ATTR_LIST, .list = {.kind = TFS_ATTR_TYPE, .n = 2, .type = T}};
+    tfs_graph_set_attr(g, w, "T", &tl);
     tfs_graph_set_attr(g, w, "cond", &(tfs_attr_value){.kind = TFS_ATTR_FUNC, .func = "c"});
     tfs_graph_set_attr(g, w, "body", &(tfs_attr_value){.kind = TFS_ATTR_FUNC, .func = "b"});
     int r = tfs_graph_add_node(g, "rand", "RandomUniform");

@@ -371,7 +371,8 @@ START_TEST(test_rewrite_batch_norm_not_folded)
     tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
     int64_t wd[4] = {1, 1, 2, 3};
     tfs_out w = rwt_random_const(g, "w", 4, wd, 1);
-    tfs_out t = batch_norm(g, "FusedBatchNormV3", "train", conv(g, x, w, 1, 1, "VALID"), 3, 2, true);
+    tfs_out c1 = conv(g, x, w, 1, 1, "VALID");
+    tfs_out t = batch_norm(g, "FusedBatchNormV3", "train", c1, 3, 2, true);
     tfs_out st_ = batch_norm(g, "FusedBatchNormV3", "stats", conv(g, x, w, 1, 1, "VALID"), 3, 3,
                              false);
     tfs_out c3 = conv(g, x, w, 1, 1, "VALID");
