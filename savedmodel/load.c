@@ -401,12 +401,23 @@ static void log_rewrites(const tfs_savedmodel *m, bool off)
     int usable = 0;
     for (int i = 0; i < m->n_sigs; i++)
         usable += m->sigs[i].usable.code == TFS_OK;
+    if (r->runs_served == 0 && r->nodes_before == 0) {
+        TFS_LOG_INFO("savedmodel", "%s: graph rewrites: none of the %d signatures can run on a "
+                     "rewritten graph (they assign variables, or read variables a signature "
+                     "assigns); all run on the graph as loaded", m->dir, usable);
+        return;
+    }
+    if (r->runs_served == 0) {
+        TFS_LOG_INFO("savedmodel", "%s: graph rewrites: nothing to rewrite in the %d nodes the "
+                     "signatures use", m->dir, r->nodes_before);
+        return;
+    }
     TFS_LOG_INFO("savedmodel", "%s: graph rewrites: %d of %d signatures on the rewritten graph, "
                  "%d -> %d nodes; constant folding %d (%d variables frozen), identity removal %d, "
                  "batch norm folding %d, matmul fusion %d, conv2d fusion %d", m->dir,
-                 r->runs_served, usable, r->nodes_before, r->runs_served ? r->nodes_after :
-                 r->nodes_before, r->constants_folded, r->variables_frozen, r->identities_removed,
-                 r->batch_norms_folded, r->matmuls_fused, r->conv2ds_fused);
+                 r->runs_served, usable, r->nodes_before, r->nodes_after, r->constants_folded,
+                 r->variables_frozen, r->identities_removed, r->batch_norms_folded,
+                 r->matmuls_fused, r->conv2ds_fused);
 }
 
 enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,
