@@ -434,17 +434,47 @@ static bool bypass(tfs_rw_graph *rw, const char *removable, int *stamp, id_list 
     return true;
 }
 
+/* A malformed graph may hold a cycle of removable nodes (its runs fail, but the nodes may be kept
+ * for a fed node's sake); bypassing them would never end. Keeps every removable node that Kahn's
+ * algorithm over the removable nodes cannot order. order: rw->n ints of scratch. */
+static void keep_cycles(const tfs_rw_graph *rw, char *removable, int *indeg, int *order)
+{
+    int n_order = 0;
+    for (int id = 0; id < rw->n; id++) {
+        const tfs_rw_node *n = &rw->nodes[id];
+        if (!removable[id])
+            continue;
+        indeg[id] = 0;
+        for (int i = 0; i < n->n_in + n->n_ctrl; i++)
+            indeg[id] += removable[i < n->n_in ? n->in[i].node : n->ctrl[i - n->n_in]];
+        if (indeg[id] == 0)
+            order[n_order++] = id;
+    }
+    for (int head = 0; head < n_order; head++) {
+        int u = order[head];
+        for (int k = rw->use_start[u]; k < rw->use_start[u + 1]; k++) {
+            int v = rw->uses[k].node;
+            if (removable[v] && --indeg[v] == 0)
+                order[n_order++] = v;
+        }
+    }
+    for (int id = 0; id < rw->n; id++)
+        if (removable[id] && indeg[id] > 0)
+            removable[id] = 0;
+}
+
 enum tfs_code tfs__rw_remove_identities(tfs_rw_graph *rw, tfs_status *st)
 {
     size_t nn = (size_t)rw->n + 1;
     char *removable = tfs_calloc(nn, 1);
     int *stamp = tfs_calloc(nn, sizeof *stamp);
+    int *order = tfs_malloc(nn * sizeof *order);
     id_list deps = {0};
-    enum tfs_code rc = TFS_OK;
-    if (!removable || !stamp) {
+    enum tfs_code rc = tfs__rw_uses(rw, st);
+    if (rc == TFS_OK && (!removable || !stamp || !order))
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory removing identities");
+    if (rc != TFS_OK)
         goto done;
-    }
     for (int id = 0; id < rw->n; id++) {
         const tfs_rw_node *n = &rw->nodes[id];
         if (!n->alive || (n->flags & TFS_RW_PROTECTED))
@@ -459,6 +489,8 @@ enum tfs_code tfs__rw_remove_identities(tfs_rw_graph *rw, tfs_status *st)
             removable[id] = 1;
         }
     }
+    keep_cycles(rw, removable, stamp, order);
+    memset(stamp, 0, nn * sizeof *stamp);
     for (int id = 0; id < rw->n; id++) {
         if (!rw->nodes[id].alive || removable[id])
             continue;
@@ -475,6 +507,7 @@ enum tfs_code tfs__rw_remove_identities(tfs_rw_graph *rw, tfs_status *st)
 done:
     tfs_free(removable);
     tfs_free(stamp);
+    tfs_free(order);
     tfs_free(deps.v);
     return rc;
 }

@@ -202,6 +202,33 @@ START_TEST(test_rewrite_identity_chains)
 }
 END_TEST
 
+/* A malformed graph with a cycle of Identity nodes behind a fed node: the rewrite ends (the
+ * cycle stays) and the run that feeds past it is served. */
+START_TEST(test_rewrite_identity_cycle)
+{
+    tfs_graph *g = new_graph();
+    rt_node(g, "a", "Identity", "b", NULL, TFS_DTYPE_FLOAT);
+    rt_node(g, "b", "Identity", "a", NULL, TFS_DTYPE_FLOAT);
+    rt_node(g, "c", "Identity", "a", NULL, TFS_DTYPE_FLOAT);
+    rt_node(g, "y", "Neg", "c", NULL, TFS_DTYPE_FLOAT);
+    tfs_session *s = rwt_session(g, NULL);
+    tfs_rewrite_run run = rwt_run(1, (const char *const[]){"c:0"}, 1,
+                                  (const char *const[]){"y:0"});
+    tfs_rewrite_stats rs;
+    tfs_graph *rg = rwt_rewrite(g, s, &run, 1, NULL, &rs);
+    ck_assert(run.served);
+    ck_assert_int_eq(rs.identities_removed, 0);
+    ck_assert_str_eq(rwt_op(rg, "a"), "Identity");
+    tfs_tensor *ct = rt_scalar_f32(1.5f);
+    tfs_feed feed = {"c:0", ct};
+    rwt_compare(s, rg, &feed, 1, run.fetches, 1, 0, "fed past a cycle");
+    tfs_tensor_unref(ct);
+    tfs_graph_unref(rg);
+    tfs_session_free(s);
+    tfs_graph_unref(g);
+}
+END_TEST
+
 /* ---- names that must survive ----------------------------------------------------------------- */
 
 /* c = 3; a = c + 1; y = x * a. Run 2 feeds c, so a is not a constant; run 3 feeds the Identity
@@ -493,6 +520,7 @@ Suite *suite_runtime_rewrite(void)
     tcase_add_test(tc, test_rewrite_constant_folding);
     tcase_add_test(tc, test_rewrite_failing_constant_left_alone);
     tcase_add_test(tc, test_rewrite_identity_chains);
+    tcase_add_test(tc, test_rewrite_identity_cycle);
     tcase_add_test(tc, test_rewrite_protected_names);
     tcase_add_test(tc, test_rewrite_assigned_variable_not_frozen);
     tcase_add_test(tc, test_rewrite_resource_variables);
