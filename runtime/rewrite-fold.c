@@ -14,8 +14,9 @@
  * final prune. A result is not folded (the node stays, its inputs become the frontier) when it is
  * a handle or a TensorList (no Const can hold those), when it is larger than max_constant_bytes
  * and does not share a constant's or a variable's storage, or when evaluating it fails (the run
- * will report the error as before). Control edges from constants are dropped: a constant has no
- * effect and, having been evaluated, cannot fail.
+ * will report the error as before). A constant that a non-constant node waits for (a control
+ * edge) is evaluated too; control edges from evaluated constants and from Consts are dropped: a
+ * constant has no effect and, having been evaluated, cannot fail.
  *
  * Identity removal. A node that passes its input through (Identity, Snapshot, StopGradient,
  * PreventGradient; IdentityN passes each input to its output) and is not protected is bypassed:
@@ -153,6 +154,23 @@ static bool output_needed(const fold_state *f, int id, int index)
     return false;
 }
 
+/* Does a non-constant node wait for constant node id (a control edge)? Then id is evaluated too,
+ * so that the edge can go. */
+static bool waited_for(const fold_state *f, int id)
+{
+    const tfs_rw_graph *rw = f->rw;
+    for (int k = rw->use_start[id]; k < rw->use_start[id + 1]; k++)
+        if (rw->uses[k].input < 0 && !f->is_const[rw->uses[k].node])
+            return true;
+    return false;
+}
+
+/* Output j of constant node id is evaluated. */
+static bool to_evaluate(const fold_state *f, int id, int j)
+{
+    return output_needed(f, id, j) || (j == 0 && waited_for(f, id));
+}
+
 /* A frontier node: a constant that is not a Const already and whose value someone needs. */
 static bool frontier(const fold_state *f, int id)
 {
@@ -160,7 +178,7 @@ static bool frontier(const fold_state *f, int id)
     if (!f->is_const[id] || !strcmp(n->op, "Const"))
         return false;
     for (int j = 0; j < n_outputs(n); j++)
-        if (output_needed(f, id, j))
+        if (to_evaluate(f, id, j))
             return true;
     return false;
 }
@@ -211,7 +229,7 @@ static int evaluate(fold_state *f, tfs_status *st)
             continue;
         }
         for (int j = 0; j < n_outputs(n); j++) {
-            if (f->vals[f->slot[id] + j] || !output_needed(f, id, j))
+            if (f->vals[f->slot[id] + j] || !to_evaluate(f, id, j))
                 continue;
             if (n_p == cap) {
                 pending *np = tfs_realloc(p, (size_t)cap * 2 * sizeof *np);
@@ -259,10 +277,14 @@ done:
     return blocked;
 }
 
-/* Replaces the frontier by Consts (see the top of the file) and counts the work. */
-static enum tfs_code replace_frontier(fold_state *f, tfs_status *st)
+static void mark_evaluated(const fold_state *f, char *evaluated);
+
+/* Replaces the frontier by Consts (see the top of the file) and counts the work. evaluated: f->n
+ * zeroed chars of scratch. */
+static enum tfs_code replace_frontier(fold_state *f, char *evaluated, tfs_status *st)
 {
     tfs_rw_graph *rw = f->rw;
+    mark_evaluated(f, evaluated);
     for (int k = 0; k < f->n_order && rw->opts->fold_constants; k++) {
         int id = f->order[k];
         if (f->is_const[id] && strcmp(rw->nodes[id].op, "Const") != 0)
@@ -283,7 +305,7 @@ static enum tfs_code replace_frontier(fold_state *f, tfs_status *st)
             if (c < 0)
                 return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory folding constants");
             tfs__rw_make_const(rw, c, t);
-            rw->stats->constant_bytes += f->shared[id] ? 0 : (int64_t)t->nbytes;
+            rw->nodes[c].value_shared = f->shared[id];
             for (int u = rw->use_start[id]; u < rw->use_start[id + 1]; u++) {
                 const tfs_rw_use *use = &rw->uses[u];
                 tfs_edge *e = use->input >= 0 ? &rw->nodes[use->node].in[use->input] : NULL;
@@ -293,23 +315,47 @@ static enum tfs_code replace_frontier(fold_state *f, tfs_status *st)
         }
         tfs_tensor *t0 = f->vals[f->slot[id]];
         if (t0) {
-            rw->stats->constant_bytes += f->shared[id] ? 0 : (int64_t)t0->nbytes;
             tfs__rw_make_const(rw, id, t0);
+            rw->nodes[id].value_shared = f->shared[id];
         }
     }
-    /* Control edges from constants go (including from the Consts just made). */
+    /* Control edges go from Consts without control inputs (including the ones just made) and
+     * from the constants evaluation ran: they have no effect and cannot fail. */
     for (int id = 0; id < rw->n; id++) {
         tfs_rw_node *n = &rw->nodes[id];
         int k = 0;
         for (int i = 0; n->alive && i < n->n_ctrl; i++) {
             int s = n->ctrl[i];
-            if (!(s < f->n && f->is_const[s]) && strcmp(rw->nodes[s].op, "Const") != 0)
+            bool inert = !strcmp(rw->nodes[s].op, "Const") && rw->nodes[s].n_ctrl == 0;
+            if (!inert && !(s < f->n && evaluated[s]))
                 n->ctrl[k++] = s;
         }
         if (n->alive)
             n->n_ctrl = k;
     }
     return TFS_OK;
+}
+
+/* evaluated[] (zeroed, f->n) marks the frontier nodes that have values and everything they
+ * depend on: nodes a successful evaluation ran. */
+static void mark_evaluated(const fold_state *f, char *evaluated)
+{
+    const tfs_rw_graph *rw = f->rw;
+    for (int k = f->n_order - 1; k >= 0; k--) {   /* consumers before producers */
+        int id = f->order[k];
+        const tfs_rw_node *n = &rw->nodes[id];
+        bool has = false;
+        for (int j = 0; j < n_outputs(n) && !has; j++)
+            has = f->vals[f->slot[id] + j] != NULL;
+        if (has && f->is_const[id])
+            evaluated[id] = 1;
+        if (!evaluated[id])
+            continue;
+        for (int i = 0; i < n->n_in; i++)
+            evaluated[n->in[i].node] = 1;
+        for (int i = 0; i < n->n_ctrl; i++)
+            evaluated[n->ctrl[i]] = 1;
+    }
 }
 
 enum tfs_code tfs__rw_fold_constants(tfs_rw_graph *rw, tfs_status *st)
@@ -352,7 +398,8 @@ enum tfs_code tfs__rw_fold_constants(tfs_rw_graph *rw, tfs_status *st)
         if (blocked == 0)
             break;
     }
-    rc = replace_frontier(&f, st);
+    memset(f.blocked, 0, nn);   /* reused as replace_frontier's scratch */
+    rc = replace_frontier(&f, f.blocked, st);
 done:
     for (int64_t i = 0; f.vals && i < total; i++)
         tfs_tensor_unref(f.vals[i]);

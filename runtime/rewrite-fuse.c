@@ -158,7 +158,6 @@ static enum tfs_code bn_constants(tfs_rw_graph *rw, int bn, int conv, int bias, 
     }
     tfs__rw_make_const(rw, *wc, nw);
     tfs__rw_make_const(rw, *bc, nb);
-    rw->stats->constant_bytes += (int64_t)(nw->nbytes + nb->nbytes);
 done:
     tfs_free(fac);
     tfs_tensor_unref(nw);

@@ -194,6 +194,7 @@ void tfs__rw_make_const(tfs_rw_graph *rw, int node, tfs_tensor *t)
     n->n_attrs = 0;
     n->n_out = 1;
     n->frozen = false;
+    n->value_shared = false;
     tfs__rw_set_attr(n, "dtype", &(tfs_attr_value){.kind = TFS_ATTR_TYPE, .type = t->dtype});
     tfs__rw_set_attr(n, "value", &(tfs_attr_value){.kind = TFS_ATTR_TENSOR, .tensor = n->value});
 }

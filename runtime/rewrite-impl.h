@@ -43,6 +43,7 @@ typedef struct tfs_rw_node {
     int                      n_attrs;
     tfs_rw_attr              attrs[TFS_RW_MAX_ATTRS];   /* over the source node's */
     tfs_tensor              *value;       /* a Const a pass made: its value (owned reference) */
+    bool                     value_shared; /* value is a variable's or a Const's own tensor */
     int                      n_out;       /* outputs (the source node's count; 1 for new nodes) */
     unsigned                 flags;       /* TFS_RW_FED ... */
     bool                     alive;

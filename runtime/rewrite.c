@@ -529,6 +529,9 @@ enum tfs_code tfs_graph_rewrite(tfs_graph *g, tfs_session *values, tfs_rewrite_r
     if ((rc = run_passes(&rw, st)) != TFS_OK || (rc = tfs__rw_emit(&rw, &res, st)) != TFS_OK)
         goto fail;
     stats->nodes_after = res->n_nodes;
+    for (int id = 0; id < rw.n; id++)
+        if (rw.nodes[id].alive && rw.nodes[id].value && !rw.nodes[id].value_shared)
+            stats->constant_bytes += (int64_t)rw.nodes[id].value->nbytes;
     for (int r = 0; r < n_runs; r++) {
         bool oom = false;
         runs[r].served = ri[r].candidate && served_by(res, &runs[r], a.library_stateful, &oom);

@@ -109,6 +109,41 @@ START_TEST(test_rewrite_constant_folding)
 }
 END_TEST
 
+/* Control edges: one from a folded constant goes; a Const waiting for a non-constant node is not
+ * a constant (its consumers keep waiting). */
+START_TEST(test_rewrite_constant_control_edges)
+{
+    tfs_graph *g = new_graph();
+    tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
+    tfs_out x2 = tfs_build_placeholder(g, "x2", TFS_DTYPE_FLOAT, NULL);
+    tfs_out one = tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1);
+    tfs_out k = tfs_build_op(g, "Exp", "k", 1, &one);
+    tfs_out w = tfs_build_op(g, "Square", "w", 1, &x2);
+    tfs_out c = cconst(g, "c", rt_scalar_f32(3.0f));
+    tfs_build_control(g, c, w);
+    tfs_out n = tfs_build_op(g, "Neg", "n", 1, &c);
+    tfs_out y = tfs_build_op(g, "Mul", "y", 2, (tfs_out[]){x, n});
+    tfs_build_control(g, y, k);
+    tfs_session *s = rwt_session(g, NULL);
+    tfs_rewrite_run run = rwt_run(2, (const char *const[]){"x:0", "x2:0"}, 1,
+                                  (const char *const[]){"y:0"});
+    tfs_rewrite_stats rs;
+    tfs_graph *rg = rwt_rewrite(g, s, &run, 1, NULL, &rs);
+    ck_assert(run.served);
+    ck_assert(!rwt_has_input(rg, "y", "^k"));
+    ck_assert_int_eq(tfs_graph_find_node(rg, "k"), -1);
+    ck_assert(rwt_has_input(rg, "c", "^w"));
+    ck_assert_str_eq(rwt_op(rg, "n"), "Neg");
+    tfs_tensor *xt = rt_scalar_f32(2.0f);
+    tfs_feed feeds[2] = {{"x:0", xt}, {"x2:0", xt}};
+    rwt_compare(s, rg, feeds, 2, run.fetches, 1, 0, "control edges");
+    tfs_tensor_unref(xt);
+    tfs_graph_unref(rg);
+    tfs_session_free(s);
+    tfs_graph_unref(g);
+}
+END_TEST
+
 /* A constant whose evaluation fails (a bad Reshape) is left for the run to report, as before. */
 START_TEST(test_rewrite_failing_constant_left_alone)
 {
@@ -518,6 +553,7 @@ Suite *suite_runtime_rewrite(void)
     Suite *s = suite_create("runtime_rewrite");
     TCase *tc = tcase_create("rewrite");
     tcase_add_test(tc, test_rewrite_constant_folding);
+    tcase_add_test(tc, test_rewrite_constant_control_edges);
     tcase_add_test(tc, test_rewrite_failing_constant_left_alone);
     tcase_add_test(tc, test_rewrite_identity_chains);
     tcase_add_test(tc, test_rewrite_identity_cycle);
