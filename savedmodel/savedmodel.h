@@ -78,10 +78,14 @@ void tfs_savedmodel_free(tfs_savedmodel *m);
 int                  tfs_savedmodel_signature_count(const tfs_savedmodel *m);
 const tfs_signature *tfs_savedmodel_signature_at(const tfs_savedmodel *m, int i); /* sorted by key */
 const tfs_signature *tfs_savedmodel_signature(const tfs_savedmodel *m, const char *key); /* NULL if absent */
+/* The session over the graph as loaded (its variables hold the model's state). Signatures that
+ * run on the rewritten graph use a session of their own: run signatures with
+ * tfs_savedmodel_run. */
 tfs_session         *tfs_savedmodel_session(const tfs_savedmodel *m);
 const char          *tfs_savedmodel_dir(const tfs_savedmodel *m);
 /* Bytes of the tensors the loaded model holds: variable values and graph constants (Const
- * nodes' values). What the loader accounts against --max_model_memory_bytes. */
+ * nodes' values), and the constants the graph rewrites computed. What the loader accounts
+ * against --max_model_memory_bytes. */
 int64_t              tfs_savedmodel_memory_bytes(const tfs_savedmodel *m);
 /* The graph rewrites' counts (nodes_before/after, per-rewrite counts, runs_served), all zero when
  * they were turned off. Borrowed. */
