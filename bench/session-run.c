@@ -7,7 +7,8 @@
  *                  random weights, at batch 1 and 64
  * Each case runs a warm-up, then `runs` timed runs (default 20000, a tenth of that for batch 64),
  * and prints the median, 10th and 90th percentile in microseconds. Uses only the public API, so
- * the same file builds against older trees to compare before/after.
+ * the same file builds against older trees to compare before/after; where sessions have memory
+ * plans, NO_REUSE=1 in the environment turns buffer reuse off (the plan cache stays on).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +66,14 @@ static tfs_session *open_session(tfs_graph *g)
 {
     tfs_status st;
     tfs_session *s = NULL;
+    tfs_session_opts opts = tfs_session_opts_default();
+#ifdef TFS_SESSION_MEMORY_PLANS   /* trees with memory plans: NO_REUSE=1 turns them off */
+    const char *no_reuse = getenv("NO_REUSE");
+    opts.disable_buffer_reuse = no_reuse && !strcmp(no_reuse, "1");
+#endif
     if (tfs_graph_finalize(g, &st) != TFS_OK)
         die("finalize", &st);
-    if (tfs_session_new(g, NULL, &s, &st) != TFS_OK)
+    if (tfs_session_new(g, &opts, &s, &st) != TFS_OK)
         die("session", &st);
     tfs_graph_unref(g);
     return s;

@@ -67,8 +67,9 @@ typedef struct mem_plan {
     size_t          *size;      /* [n_bufs] capacity in bytes (a multiple of ALIGN) */
     bool            *escapes;   /* [n_bufs] expected alive after the run (PLAN_ESCAPED only) */
     size_t           arena_bytes;
+    _Atomic(struct mem_arena *) spare;   /* one idle arena, taken and given without the lock */
     pthread_mutex_t  pool_mu;
-    struct mem_arena *pool;     /* idle arenas */
+    struct mem_arena *pool;     /* more idle arenas */
     int              n_pool;
 } mem_plan;
 
@@ -140,6 +141,7 @@ static void plan_unref(mem_plan *mp)
 {
     if (!mp || atomic_fetch_sub_explicit(&mp->refs, 1, memory_order_acq_rel) != 1)
         return;
+    arena_free(atomic_load(&mp->spare));
     while (mp->pool) {
         mem_arena *a = mp->pool;
         mp->pool = a->next;
@@ -191,6 +193,12 @@ static void arena_unref(mem_arena *a)
     for (int i = 0; i < mp->n_bufs; i++)
         atomic_store_explicit(&a->state[i], BUF_FREE, memory_order_relaxed);
     a->n_live = 0;
+    mem_arena *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&mp->spare, &none, a, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+        plan_unref(mp);
+        return;
+    }
     bool pooled = false;
     pthread_mutex_lock(&mp->pool_mu);
     if (mp->n_pool < POOL_MAX) {
@@ -218,13 +226,16 @@ static void arena_release(void *data, void *arg)
  * (the reference is then dropped). */
 static mem_arena *arena_get(mem_plan *mp, tfs_mem_stats *stats)
 {
-    pthread_mutex_lock(&mp->pool_mu);
-    mem_arena *a = mp->pool;
-    if (a) {
-        mp->pool = a->next;
-        mp->n_pool--;
+    mem_arena *a = atomic_exchange_explicit(&mp->spare, NULL, memory_order_acq_rel);
+    if (!a) {
+        pthread_mutex_lock(&mp->pool_mu);
+        a = mp->pool;
+        if (a) {
+            mp->pool = a->next;
+            mp->n_pool--;
+        }
+        pthread_mutex_unlock(&mp->pool_mu);
     }
-    pthread_mutex_unlock(&mp->pool_mu);
     if (!a) {
         a = arena_new(mp);
         if (!a) {
@@ -508,6 +519,7 @@ static mem_plan *plan_from_record(mem_recorder *rec)
     if (pthread_mutex_init(&mp->pool_mu, NULL) != 0)
         goto fail;
     atomic_init(&mp->refs, 1);
+    atomic_init(&mp->spare, NULL);
     mp->hash = rec->hash;
     mp->key_len = rec->key_len;
     mp->key = rec->key;   /* taken over */

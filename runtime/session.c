@@ -107,8 +107,9 @@ struct run_plan {
     int      *feed_dtype;   /* [n_feeds] the dtype a fed Placeholder demands, or -1 */
     int      *out_base;     /* [n_order] the run's number of each step's output 0 (memplan) */
     tfs_mem_cache  *mem;    /* memory plans; NULL when buffer reuse is off */
+    _Atomic(run_state *) spare;   /* one idle per-run state, taken and given without the lock */
     pthread_mutex_t pool_mu;
-    run_state *pool;        /* idle per-run states */
+    run_state *pool;        /* more idle per-run states */
     int        n_pool;
 };
 
@@ -647,6 +648,7 @@ static void plan_free(run_plan *p)
     tfs_free(p->out_base);
     if (p->prepared) {
         tfs__mem_cache_free(p->mem);
+        tfs_free(atomic_load(&p->spare));
         while (p->pool) {
             run_state *r = p->pool;
             p->pool = r->next;
@@ -688,6 +690,7 @@ static enum tfs_code plan_prepare(const tfs_session *s, run_plan *p, tfs_status 
     }
     if (pthread_mutex_init(&p->pool_mu, NULL) != 0)
         return TFS_ERR(st, TFS_INTERNAL, "cannot create a mutex");
+    atomic_init(&p->spare, NULL);
     p->prepared = true;
     if (s->reuse)
         return tfs__mem_cache_new(outs, s->mem_plans, s->stats, &p->mem, st);
@@ -780,8 +783,11 @@ fail:
  * NULL; `remaining` is for the caller to fill. */
 static run_state *state_get(const tfs_session *s, run_plan *p)
 {
+    run_state *r = atomic_exchange_explicit(&p->spare, NULL, memory_order_acq_rel);
+    if (r)
+        return r;
     pthread_mutex_lock(&p->pool_mu);
-    run_state *r = p->pool;
+    r = p->pool;
     if (r) {
         p->pool = r->next;
         p->n_pool--;
@@ -807,6 +813,10 @@ static run_state *state_get(const tfs_session *s, run_plan *p)
 /* Returns a state whose tensor pointers are all NULL again to the pool. */
 static void state_put(run_plan *p, run_state *r)
 {
+    run_state *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&p->spare, &none, r, memory_order_acq_rel,
+                                                memory_order_relaxed))
+        return;
     bool pooled = false;
     pthread_mutex_lock(&p->pool_mu);
     if (p->n_pool < STATE_POOL_MAX) {
