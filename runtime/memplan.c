@@ -15,7 +15,8 @@
  * planned. The rest get offsets by "greedy by size" (largest first, each into the best-fitting
  * gap among the already placed buffers whose lifetimes overlap its own; TFLite's arena planner
  * does the same), in one arena per run. Arenas are pooled per plan, so a steady state mallocs
- * none; learning costs one unplanned run per key (the key cache is bounded, LRU).
+ * none; learning costs one unplanned run per key (the key cache is bounded, LRU). Idle arenas
+ * of all plans together stay under a budget (512 MiB); beyond it an arena is freed after its run.
  *
  * Safety does not rest on the plan. A region is handed out only when no tensor over an
  * overlapping region is alive in this arena (each arena keeps the list of its live buffers; a
@@ -32,6 +33,10 @@
 
 #define ALIGN 64              /* region alignment: a cache line, and AVX-512 loads */
 #define POOL_MAX 8            /* idle arenas kept per memory plan */
+/* Default of the bytes of idle arenas kept by all plans of the process together: an arena that
+ * would exceed it is freed when its run ends, so big models with many shape keys do not keep
+ * gigabytes in reserve (tfs__plan_set_idle_budget). */
+#define IDLE_BUDGET ((long long)512 << 20)
 #define STEP_END INT32_MAX    /* "released after the run" */
 #define NOT_RELEASED (-1)
 #define MAX_PLANNED 4096      /* buffers per memory plan */
@@ -129,6 +134,30 @@ static void stat_add(atomic_llong *c)
 
 /* ---- plans and arenas ----------------------------------------------------------------------- */
 
+static atomic_llong idle_bytes;   /* data bytes of the arenas in every plan's pool */
+static atomic_llong idle_budget = IDLE_BUDGET;
+
+void tfs__plan_set_idle_budget(int64_t bytes)
+{
+    atomic_store(&idle_budget, bytes >= 0 ? (long long)bytes : IDLE_BUDGET);
+}
+
+static long long arena_cost(const mem_plan *mp)
+{
+    return (long long)mp->arena_bytes + ALIGN;
+}
+
+/* Reserves room in the idle budget for an arena about to be pooled; false: free it instead. */
+static bool idle_reserve(const mem_plan *mp)
+{
+    long long c = arena_cost(mp);
+    long long budget = atomic_load_explicit(&idle_budget, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&idle_bytes, c, memory_order_relaxed) + c <= budget)
+        return true;
+    atomic_fetch_sub_explicit(&idle_bytes, c, memory_order_relaxed);
+    return false;
+}
+
 static void arena_free(mem_arena *a)
 {
     if (!a)
@@ -137,15 +166,24 @@ static void arena_free(mem_arena *a)
     tfs_free(a);
 }
 
+/* Frees an arena that was pooled (it leaves the idle budget). */
+static void idle_arena_free(mem_arena *a)
+{
+    if (!a)
+        return;
+    atomic_fetch_sub_explicit(&idle_bytes, arena_cost(a->mp), memory_order_relaxed);
+    arena_free(a);
+}
+
 static void plan_unref(mem_plan *mp)
 {
     if (!mp || atomic_fetch_sub_explicit(&mp->refs, 1, memory_order_acq_rel) != 1)
         return;
-    arena_free(atomic_load(&mp->spare));
+    idle_arena_free(atomic_load(&mp->spare));
     while (mp->pool) {
         mem_arena *a = mp->pool;
         mp->pool = a->next;
-        arena_free(a);
+        idle_arena_free(a);
     }
     pthread_mutex_destroy(&mp->pool_mu);
     tfs_free(mp->key);
@@ -193,6 +231,11 @@ static void arena_unref(mem_arena *a)
     for (int i = 0; i < mp->n_bufs; i++)
         atomic_store_explicit(&a->state[i], BUF_FREE, memory_order_relaxed);
     a->n_live = 0;
+    if (!idle_reserve(mp)) {
+        arena_free(a);
+        plan_unref(mp);
+        return;
+    }
     mem_arena *none = NULL;
     if (atomic_compare_exchange_strong_explicit(&mp->spare, &none, a, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
@@ -209,7 +252,7 @@ static void arena_unref(mem_arena *a)
     }
     pthread_mutex_unlock(&mp->pool_mu);
     if (!pooled)
-        arena_free(a);
+        idle_arena_free(a);
     plan_unref(mp);
 }
 
@@ -236,7 +279,9 @@ static mem_arena *arena_get(mem_plan *mp, tfs_mem_stats *stats)
         }
         pthread_mutex_unlock(&mp->pool_mu);
     }
-    if (!a) {
+    if (a) {
+        atomic_fetch_sub_explicit(&idle_bytes, arena_cost(mp), memory_order_relaxed);
+    } else {
         a = arena_new(mp);
         if (!a) {
             plan_unref(mp);

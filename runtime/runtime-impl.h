@@ -145,6 +145,9 @@ enum {
 };
 void tfs__plan_set_test_flags(unsigned flags);
 unsigned tfs__plan_test_flags(void);
+/* Bytes of idle (pooled) arenas all memory plans of the process may keep together; an arena
+ * beyond it is freed when its run ends. Negative: the default, 512 MiB. */
+void tfs__plan_set_idle_budget(int64_t bytes);
 /* Number of outputs given the node's attrs; -1 when they are missing or invalid. NULL = 1. */
 typedef int (*tfs_nout_fn)(const tfs_node *n);
 

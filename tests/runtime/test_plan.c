@@ -29,6 +29,7 @@ static void setup(void)
 static void teardown(void)
 {
     tfs__plan_set_test_flags(saved_flags);
+    tfs__plan_set_idle_budget(-1);
 }
 
 static tfs_graph *new_graph(void)
@@ -322,6 +323,22 @@ START_TEST(test_plan_shape_cache_bounded)
         check_mlp(s, 1 + r % 2, 1.0f + (float)r);
     ck_assert_int_eq(stats(s).mem_misses, 6);   /* two shapes in turn through one entry */
     ck_assert_int_eq(stats(s).mem_hits, 0);
+    tfs_session_free(s);
+}
+END_TEST
+
+START_TEST(test_plan_idle_budget)
+{
+    tfs_session *s = mlp_session(NULL);
+    for (int r = 0; r < 4; r++)
+        check_mlp(s, 4, 1.0f + (float)r);
+    ck_assert_int_eq(stats(s).arenas_created, 1);   /* the steady state allocates no arena */
+    tfs__plan_set_idle_budget(0);   /* no idle arena may be kept: each run allocates its own */
+    for (int r = 0; r < 4; r++)
+        check_mlp(s, 4, 2.0f + (float)r);
+    tfs__plan_set_idle_budget(-1);
+    ck_assert_int_eq(stats(s).arenas_created, 1 + 3);   /* the pooled one served the first */
+    ck_assert_int_eq(stats(s).mem_hits, 3 + 4);
     tfs_session_free(s);
 }
 END_TEST
@@ -700,6 +717,7 @@ Suite *suite_runtime_plan(void)
     tcase_add_test(tc, test_plan_allocation_failures);
     tcase_add_test(tc, test_plan_shape_change);
     tcase_add_test(tc, test_plan_shape_cache_bounded);
+    tcase_add_test(tc, test_plan_idle_budget);
     tcase_add_test(tc, test_plan_reuse_off);
     tcase_add_test(tc, test_plan_alias_fetches);
     tcase_add_test(tc, test_plan_alias_fetches_in_arena);
