@@ -5,6 +5,8 @@
  *   half_plus_two  y = 0.5 * x + 2, x float [3] (the demo model's graph)
  *   mlp            784-512-256-10: MatMul + BiasAdd + Relu twice, MatMul + BiasAdd + Softmax,
  *                  random weights, at batch 1 and 64
+ *   chain          8 elementwise ops on x float [1024, 1024] (4 MiB per value): where the
+ *                  allocation of outputs, not planning, is what a memory plan saves
  * Each case runs a warm-up, then `runs` timed runs (default 20000, a tenth of that for batch 64),
  * and prints the median, 10th and 90th percentile in microseconds. Uses only the public API, so
  * the same file builds against older trees to compare before/after; where sessions have memory
@@ -121,6 +123,27 @@ static tfs_session *mlp(void)
     return open_session(g);
 }
 
+/* y = sigmoid(tanh(relu(x * a + b) * a) + b) * a, every value [1024, 1024]. */
+static tfs_session *chain(void)
+{
+    tfs_graph *g = NULL;
+    tfs_graph_new(&g, NULL);
+    int x = tfs_graph_add_node(g, "x", "Placeholder");
+    tfs_graph_set_attr_type(g, x, "dtype", TFS_DTYPE_FLOAT);
+    tfs_tensor *a = random_tensor(0, NULL, 1, 1), *b = random_tensor(0, NULL, 2, 1);
+    add_const(g, "a", a);
+    add_const(g, "b", b);
+    add_op(g, "m1", "Mul", "x", "a");
+    add_op(g, "a1", "AddV2", "m1", "b");
+    add_op(g, "r", "Relu", "a1", NULL);
+    add_op(g, "m2", "Mul", "r", "a");
+    add_op(g, "t", "Tanh", "m2", NULL);
+    add_op(g, "a2", "AddV2", "t", "b");
+    add_op(g, "s", "Sigmoid", "a2", NULL);
+    add_op(g, "y", "Mul", "s", "a");
+    return open_session(g);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -170,6 +193,13 @@ int main(int argc, char **argv)
     tfs_tensor_unref(x);
     x = random_tensor(2, d64, 5, 1);
     time_case("mlp 784-512-256-10 b64", s, x, runs / 10);
+    tfs_tensor_unref(x);
+    tfs_session_free(s);
+
+    s = chain();
+    int64_t dc[2] = {1024, 1024};
+    x = random_tensor(2, dc, 6, 2);
+    time_case("chain 8 ops [1024,1024]", s, x, runs / 20);
     tfs_tensor_unref(x);
     tfs_session_free(s);
     return 0;
