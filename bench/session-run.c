@@ -7,8 +7,9 @@
  *                  random weights, at batch 1 and 64
  *   chain          8 elementwise ops on x float [1024, 1024] (4 MiB per value): where the
  *                  allocation of outputs, not planning, is what a memory plan saves
- * Each case runs a warm-up, then `runs` timed runs (default 20000, a tenth of that for batch 64),
- * and prints the median, 10th and 90th percentile in microseconds. Uses only the public API, so
+ * Each case runs a warm-up, then `runs` timed runs (default 20000, a tenth of that for batch 64,
+ * a twentieth for the chain), and prints the median, 10th and 90th percentile of the wall time
+ * and the calling thread's mean CPU time per run, in microseconds. Uses only the public API, so
  * the same file builds against older trees to compare before/after; where sessions have memory
  * plans, NO_REUSE=1 in the environment turns buffer reuse off (the plan cache stays on).
  */
@@ -25,10 +26,10 @@ static void die(const char *what, const tfs_status *st)
     exit(1);
 }
 
-static double now_us(void)
+static double clock_us(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
@@ -155,22 +156,27 @@ static void time_case(const char *name, tfs_session *s, tfs_tensor *x, int runs)
     tfs_feed feed = {"x", x};
     const char *fetch = "y";
     tfs_status st;
-    double *t = malloc(sizeof *t * (size_t)runs);
+    double *t = malloc(sizeof *t * (size_t)runs), cpu = 0;
     if (!t)
         die("malloc", NULL);
     for (int i = -runs / 10 - 10; i < runs; i++) {   /* the first tenth warms up, untimed */
         tfs_tensor *y = NULL;
-        double t0 = now_us();
+        if (i == 0)
+            cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
+        double t0 = clock_us(CLOCK_MONOTONIC);
         if (tfs_session_run(s, &feed, 1, &fetch, 1, NULL, 0, &y, &st) != TFS_OK)
             die(name, &st);
-        double t1 = now_us();
+        double t1 = clock_us(CLOCK_MONOTONIC);
         tfs_tensor_unref(y);
         if (i >= 0)
             t[i] = t1 - t0;
     }
+    cpu = (clock_us(CLOCK_THREAD_CPUTIME_ID) - cpu) / runs;
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    printf("%-22s median %9.2f us   p10 %9.2f   p90 %9.2f   (%d runs)\n", name, t[runs / 2],
-           t[runs / 10], t[runs * 9 / 10], runs);
+    /* The calling thread's CPU time (user + system: page faults count) per run, on average, is
+     * less disturbed than wall time when other processes share the cores. */
+    printf("%-24s median %9.2f us   p10 %9.2f   p90 %9.2f   cpu/run %9.2f   (%d runs)\n", name,
+           t[runs / 2], t[runs / 10], t[runs * 9 / 10], cpu, runs);
     free(t);
 }
 
