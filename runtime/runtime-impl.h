@@ -273,7 +273,9 @@ uint64_t tfs__fingerprint64(const void *data, size_t len);
 /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major; op transposes when ta/tb.
  * Every float/double matrix product the kernels make goes through these two, so the GEMM
  * implementation (and its threads) is chosen in one place. Callers check that the sizes and
- * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. */
+ * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. With beta = 0, C is
+ * not read (BLAS's rule): kernels pass outputs from tfs__kernel_output, whose contents are
+ * undefined (NaN in the test suites' poisoned arenas). */
 void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
