@@ -33,6 +33,10 @@
 #include <stdint.h>
 
 #include "runtime/runtime.h"
+#include "train/config.h"
+#include "train/fit.h"
+#include "train/model.h"
+#include "train/plot.h"
 
 /* ================================ datasets ================================================== */
 

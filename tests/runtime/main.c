@@ -22,6 +22,16 @@ Suite *suite_runtime_array_shape(void);
 Suite *suite_runtime_array_move(void);
 Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
+Suite *suite_runtime_training(void);
+Suite *suite_runtime_random(void);
+Suite *suite_runtime_array_grad(void);
+Suite *suite_runtime_gradients(void);
+Suite *suite_runtime_build(void);
+Suite *suite_runtime_nn_grad_act(void);
+Suite *suite_runtime_nn_grad_conv(void);
+Suite *suite_runtime_nn_grad_pool(void);
+Suite *suite_runtime_nn_grad_norm(void);
+Suite *suite_runtime_nn_grad_loss(void);
 
 int main(void)
 {
@@ -45,6 +55,16 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_move());
     srunner_add_suite(sr, suite_runtime_array_index());
     srunner_add_suite(sr, suite_runtime_array_string());
+    srunner_add_suite(sr, suite_runtime_training());
+    srunner_add_suite(sr, suite_runtime_random());
+    srunner_add_suite(sr, suite_runtime_array_grad());
+    srunner_add_suite(sr, suite_runtime_build());
+    srunner_add_suite(sr, suite_runtime_gradients());
+    srunner_add_suite(sr, suite_runtime_nn_grad_act());
+    srunner_add_suite(sr, suite_runtime_nn_grad_conv());
+    srunner_add_suite(sr, suite_runtime_nn_grad_pool());
+    srunner_add_suite(sr, suite_runtime_nn_grad_norm());
+    srunner_add_suite(sr, suite_runtime_nn_grad_loss());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

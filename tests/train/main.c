@@ -10,6 +10,8 @@ Suite *suite_train_example(void);
 Suite *suite_train_dataset(void);
 Suite *suite_train_fashion_mnist(void);
 Suite *suite_train_faults(void);
+Suite *suite_train_model(void);
+Suite *suite_train_plot(void);
 
 int main(void)
 {
@@ -21,6 +23,8 @@ int main(void)
     srunner_add_suite(sr, suite_train_dataset());
     srunner_add_suite(sr, suite_train_fashion_mnist());
     srunner_add_suite(sr, suite_train_faults());
+    srunner_add_suite(sr, suite_train_model());
+    srunner_add_suite(sr, suite_train_plot());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
