@@ -234,6 +234,9 @@ int         tfs_dataset_component_index(const tfs_dataset *ds, const char *name)
 /* Examples per epoch: N for in-memory datasets; for streaming ones -1 until the first epoch has
  * been read to its end. */
 int64_t     tfs_dataset_cardinality(const tfs_dataset *ds);
+/* Examples one epoch delivers: the cardinality, less the remainder that drop_remainder drops;
+ * -1 while the cardinality is unknown. An epoch's last batch leaves the position's index here. */
+int64_t     tfs_dataset_epoch_examples(const tfs_dataset *ds);
 
 /* The next batch: out[i] (caller owns) for each component i; all NULL on failure. OUT_OF_RANGE
  * after the last epoch. Reader errors (streaming) as tfs_dataset_from_tfrecord. After a failure
