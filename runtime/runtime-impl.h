@@ -66,9 +66,20 @@ struct tfs_graph {
     int         hash_cap;
     bool        finalized;
     tfs_status  err;           /* sticky builder error */
+    /* Builder state (build.c): the name-scope prefix, and its length before each push. */
+    char       *scope;
+    int         scope_depth;
+    size_t     *scope_lens;
 };
 
 const tfs_node *tfs__graph_node(const tfs_graph *g, int id);
+/* Data input i of a node as an edge, also before finalize (parsed from the text input); false
+ * when there is no such input or it names no node. */
+bool tfs__graph_input_edge(const tfs_graph *g, int node, int i, tfs_edge *e);
+/* Number of data (non-control) inputs of a node, also before finalize. */
+int tfs__graph_data_input_count(const tfs_graph *g, int node);
+/* Builder state of build.c, freed with the graph. */
+void tfs__build_state_free(tfs_graph *g);
 /* Index of the library function `name` in g->funcs, or -1. */
 int tfs__graph_function_index(const tfs_graph *g, const char *name);
 
@@ -155,6 +166,7 @@ enum {
     TFS_OPF_REF_INPUTS = 1u << 0,   /* inputs stay reference-typed (Assign, AssignAdd) */
     TFS_OPF_STATEFUL   = 1u << 1,   /* never constant-folded, never deduplicated */
     TFS_OPF_FUNCTIONS  = 1u << 2,   /* func attrs name library functions it runs (While, If) */
+    TFS_OPF_RANDOM     = 1u << 3,   /* keeps a generator in the session (rng-impl.h) */
 };
 
 struct tfs_op_def {
@@ -194,7 +206,7 @@ enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_featur
                                  int64_t *n_values, tfs_status *st);
 
 /* nn (helper nn): shared by runtime/kernels/nn-*.c (defined in nn-util.c) */
-int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2: 5 */
+int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2, and the Grads: 5 */
 int tfs__nn_nout_batch_norm_v3(const tfs_node *n);   /* FusedBatchNormV3: 6 */
 /* Optional attrs with TensorFlow's default when absent (stripped default attrs). */
 enum tfs_code tfs__nn_attr_bool(const tfs_node *n, const char *name, bool dflt, bool *out,
@@ -217,6 +229,14 @@ typedef struct tfs_nn_geom {
  * data_format (NHWC only), by TensorFlow's rules; INVALID_ARGUMENT naming the node otherwise. */
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* The same from an NHWC shape alone (the gradient ops get the input's shape as a tensor). */
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* Conv2D's patch matrix (kernels/nn-conv.c): rows [r0, r0 + rows) of the flattened (n, oh, ow)
+ * space, each the k_h*k_w*in_c input values under that output pixel's window (zeros in the
+ * padding), elements of esz bytes, into P. */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
+                    void *P);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
@@ -323,6 +343,24 @@ enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const
 enum tfs_code tfs__variable_read(tfs_variable *v, tfs_tensor **out, tfs_status *st);
 /* Replaces the value; keeps a reference to `value`. */
 void tfs__variable_assign(tfs_variable *v, tfs_tensor *value);
+
+/* Updating a variable without copying it (optimizers, AssignAdd). With v->mu held and v->value
+ * set: *dst = v->value itself when nothing else references it (tfs_tensor_exclusive: readers take
+ * their references under v->mu, so none can appear meanwhile), else a copy of it (copy-on-write:
+ * whoever holds the old value keeps seeing it unchanged). The caller updates *dst's elements in
+ * place, then tfs__variable_update_commit (v->mu still held) installs *dst and returns the tensor
+ * it replaced (NULL after an in-place update) for the caller to unref after unlocking. */
+enum tfs_code tfs__variable_update_begin(tfs_variable *v, tfs_tensor **dst, tfs_status *st);
+tfs_tensor *tfs__variable_update_commit(tfs_variable *v, tfs_tensor *dst);
+
+/* For kernels (kernels/state.c): the variable behind input i, which must be a reference tensor
+ * (a VariableV2 output; want_ref) or a DT_RESOURCE handle; INVALID_ARGUMENT naming the node
+ * otherwise. */
+enum tfs_code tfs__variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs_variable **out,
+                                  tfs_status *st);
+/* A new reference to input i's value: the tensor itself, or the variable's current value when it
+ * is a reference tensor (ops with TFS_OPF_REF_INPUTS see all inputs as references). */
+enum tfs_code tfs__value_input(tfs_kernel_ctx *k, int i, tfs_tensor **out, tfs_status *st);
 
 /* The session's checkpoint reader (for RestoreV2). */
 const tfs_checkpoint_reader *tfs__session_checkpoint(const tfs_session *s);

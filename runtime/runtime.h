@@ -13,6 +13,7 @@
 #define TFS_RUNTIME_RUNTIME_H
 
 #include "runtime/alloc.h"
+#include "runtime/build.h"
 #include "runtime/graph.h"
 #include "runtime/log.h"
 #include "runtime/session.h"

@@ -17,7 +17,8 @@
  *
  * Threads: the graph and the session's slot/consumer tables are immutable after tfs_session_new,
  * and each run keeps its state on its own, so runs proceed in parallel. Variables (variable.c)
- * have their own locks.
+ * and the random ops' generators (rng.c: one table per session and per prepared function, since
+ * TensorFlow keeps a generator per kernel) have their own locks.
  *
  * Functions. The session made by tfs_session_new (the "top" session) prepares each function of
  * its graph's library once: a child session over the body (sharing the top session's variables,
@@ -29,6 +30,7 @@
  */
 #include "runtime/memplan-impl.h"
 #include "runtime/plan-cache-impl.h"
+#include "runtime/rng-impl.h"
 #include "runtime/runtime-impl.h"
 #include "runtime/variable-impl.h"
 
@@ -75,6 +77,7 @@ struct tfs_session {
     int       max_in;       /* largest data input count of any node */
     int       max_out;      /* largest slot count of any node */
     tfs_var_map *vars;      /* thread-safe on its own; owned by the top session */
+    tfs_rng_table *rng;     /* this graph's random-op generators (each session its own) */
     bool            reuse;       /* memory plans on (from the top session's opts) */
     int             mem_plans;   /* memory plans kept per run plan */
     tfs_mem_stats  *stats;       /* the top session's counters */
@@ -277,6 +280,8 @@ static enum tfs_code session_create(tfs_graph *g, const tfs_session_opts *opts, 
         rc = build_slots(s, st);
     if (rc == TFS_OK)
         rc = build_consumers(s, st);
+    if (rc == TFS_OK)
+        rc = tfs__rng_table_new(g, &s->rng, st);
     if (rc != TFS_OK) {
         tfs_session_free(s);
         return rc;
@@ -360,6 +365,7 @@ void tfs_session_free(tfs_session *s)
     tfs_free(s->fns);
     if (s->top == s)
         tfs__var_map_free(s->vars);
+    tfs__rng_table_free(s->rng);
     tfs_free(s->slot_base);
     tfs_free(s->slot_count);
     tfs_free(s->slot_owner);
@@ -1181,4 +1187,100 @@ enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const
                                     enum tfs_dtype dtype, tfs_variable **out, tfs_status *st)
 {
     return tfs__var_map_get(s->vars, container, shared_name, dtype, out, st);
+}
+
+/* ---- random generators ---------------------------------------------------------------------- */
+
+tfs_rng_table *tfs__session_rng(tfs_session *s)
+{
+    return s->rng;
+}
+
+/* The session holding generator i of top's enumeration (its own, then each prepared function's
+ * body in library order) and the index within it; NULL when i is out of range. */
+static tfs_session *rng_owner(const tfs_session *top, int i, int *fn, int *local)
+{
+    *fn = -1;
+    if (i < 0)
+        return NULL;
+    int n = tfs__rng_table_count(top->rng);
+    if (i < n) {
+        *local = i;
+        return (tfs_session *)top;
+    }
+    i -= n;
+    for (int f = 0; top->fns && f < top->graph->n_funcs; f++) {
+        tfs_session *sub = top->fns[f].sess;
+        n = tfs__rng_table_count(sub ? sub->rng : NULL);
+        if (i < n) {
+            *fn = f;
+            *local = i;
+            return sub;
+        }
+        i -= n;
+    }
+    return NULL;
+}
+
+int tfs_session_rng_state_count(const tfs_session *s)
+{
+    const tfs_session *top = s->top;
+    int n = tfs__rng_table_count(top->rng);
+    for (int f = 0; top->fns && f < top->graph->n_funcs; f++)
+        n += tfs__rng_table_count(top->fns[f].sess ? top->fns[f].sess->rng : NULL);
+    return n;
+}
+
+enum tfs_code tfs_session_rng_state_get(tfs_session *s, int i, const char **function,
+                                        const char **node, tfs_rng_state *state, tfs_status *st)
+{
+    int fn, local;
+    tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+    if (!owner)
+        return TFS_ERR(st, TFS_OUT_OF_RANGE, "random generator %d is outside [0, %d)", i,
+                       tfs_session_rng_state_count(s));
+    tfs_philox p;
+    tfs__rng_table_get(owner->rng, local, &p);
+    if (function)
+        *function = fn < 0 ? NULL : s->top->graph->funcs[fn].name;
+    if (node)
+        *node = owner->graph->nodes[tfs__rng_table_node(owner->rng, local)].name;
+    state->key = (uint64_t)p.key[1] << 32 | p.key[0];
+    state->counter_lo = (uint64_t)p.ctr[1] << 32 | p.ctr[0];
+    state->counter_hi = (uint64_t)p.ctr[3] << 32 | p.ctr[2];
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+int tfs_session_rng_state_find(const tfs_session *s, const char *function, const char *node)
+{
+    int n = tfs_session_rng_state_count(s);
+    for (int i = 0; node && i < n; i++) {
+        int fn, local;
+        const tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+        const char *fname = fn < 0 ? NULL : s->top->graph->funcs[fn].name;
+        if ((function == NULL) != (fname == NULL) || (function && strcmp(function, fname) != 0))
+            continue;
+        if (!strcmp(owner->graph->nodes[tfs__rng_table_node(owner->rng, local)].name, node))
+            return i;
+    }
+    return -1;
+}
+
+enum tfs_code tfs_session_rng_state_set(tfs_session *s, int i, const tfs_rng_state *state,
+                                        tfs_status *st)
+{
+    int fn, local;
+    tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+    if (!owner)
+        return TFS_ERR(st, TFS_OUT_OF_RANGE, "random generator %d is outside [0, %d)", i,
+                       tfs_session_rng_state_count(s));
+    tfs_philox p = {
+        .key = {(uint32_t)state->key, (uint32_t)(state->key >> 32)},
+        .ctr = {(uint32_t)state->counter_lo, (uint32_t)(state->counter_lo >> 32),
+                (uint32_t)state->counter_hi, (uint32_t)(state->counter_hi >> 32)},
+    };
+    tfs__rng_table_set(owner->rng, local, &p);
+    tfs_status_clear(st);
+    return TFS_OK;
 }

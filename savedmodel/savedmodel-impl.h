@@ -48,6 +48,13 @@ void tfs__shape_proto_free(Tensorflow__TensorShapeProto *p);
 enum tfs_code tfs__import_graph(const Tensorflow__MetaGraphDef *mg, tfs_graph **out,
                                 tfs_status *st);
 
+/* ---- tfs_graph -> GraphDef (export.c) ------------------------------------------------------- */
+
+/* The serialized GraphDef of g, its nodes as tfs_savedmodel_write exports them. Caller owns *out
+ * (tfs_free). RESOURCE_EXHAUSTED; UNIMPLEMENTED for an attr kind the exporter cannot write. */
+enum tfs_code tfs__graph_def_pack(const tfs_graph *g, uint8_t **out, size_t *len,
+                                  tfs_status *st);
+
 /* ---- signatures (signature.c) --------------------------------------------------------------- */
 
 /* Converts every SignatureDef of mg, sorted by key (inputs/outputs sorted by alias). */

@@ -49,10 +49,12 @@ static enum tfs_code conv_inputs(tfs_kernel_ctx *k, enum tfs_dtype *T, tfs_statu
 }
 
 /* Writes the patch rows [r0, r0 + rows) of the flattened (n, oh, ow) index space into P, each
- * kh*kw*in_c elements of esz bytes. */
-static void im2col(const tfs_nn_geom *g, const char *in, size_t esz, int64_t r0, int64_t rows,
-                   char *P)
+ * kh*kw*in_c elements of esz bytes. Shared with the convolution gradients (nn-grad-conv.c). */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in_, size_t esz, int64_t r0, int64_t rows,
+                    void *P_)
 {
+    const char *in = in_;
+    char *P = P_;
     size_t pix = (size_t)g->in_c * esz;              /* one input pixel, all channels */
     size_t krow = (size_t)g->k_w * pix;              /* one window row in the patch */
     int64_t per_image = g->out_h * g->out_w;
@@ -156,7 +158,7 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
         int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
         const char *A = (const char *)in->data + (size_t)(r0 * kdim) * esz;
         if (!direct) {
-            im2col(&g, in->data, esz, r0, nr, P);
+            tfs__nn_im2col(&g, in->data, esz, r0, nr, P);
             A = P;
         }
         gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);

@@ -27,6 +27,16 @@ Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
 Suite *suite_runtime_plan(void);
 Suite *suite_runtime_plan_reuse(void);
+Suite *suite_runtime_training(void);
+Suite *suite_runtime_random(void);
+Suite *suite_runtime_array_grad(void);
+Suite *suite_runtime_gradients(void);
+Suite *suite_runtime_build(void);
+Suite *suite_runtime_nn_grad_act(void);
+Suite *suite_runtime_nn_grad_conv(void);
+Suite *suite_runtime_nn_grad_pool(void);
+Suite *suite_runtime_nn_grad_norm(void);
+Suite *suite_runtime_nn_grad_loss(void);
 
 /* TFS_TEST_BUFFER_REUSE=0 runs every suite with buffer reuse off (ctest's runtime-noreuse);
  * otherwise kernels write into poisoned arena regions wherever a test runs a graph twice
@@ -65,6 +75,16 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_string());
     srunner_add_suite(sr, suite_runtime_plan());
     srunner_add_suite(sr, suite_runtime_plan_reuse());
+    srunner_add_suite(sr, suite_runtime_training());
+    srunner_add_suite(sr, suite_runtime_random());
+    srunner_add_suite(sr, suite_runtime_array_grad());
+    srunner_add_suite(sr, suite_runtime_build());
+    srunner_add_suite(sr, suite_runtime_gradients());
+    srunner_add_suite(sr, suite_runtime_nn_grad_act());
+    srunner_add_suite(sr, suite_runtime_nn_grad_conv());
+    srunner_add_suite(sr, suite_runtime_nn_grad_pool());
+    srunner_add_suite(sr, suite_runtime_nn_grad_norm());
+    srunner_add_suite(sr, suite_runtime_nn_grad_loss());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
