@@ -10,7 +10,10 @@
 # A benchmark, not a test. Env: TFS_BUILD_DIR (build/), MODELS (mlp,cnn,resnet50), BATCHES
 # (1,8,64), RESNET_BATCHES (1,8), RUNS (3), DURATION (2 s per framework and round), WARMUP
 # (0.5 s), THREADS (2 per framework), ORT_DIR (an existing `npm install onnxruntime-node` folder
-# to reuse), NN_GFLOPS (1: run nn-gflops; 0: skip), NN_GFLOPS_ARGS. See bench/README.md.
+# to reuse), REWRITE (1: tfserve runs its graphs through the runtime's graph rewrites, where it
+# has them; default 0: the plain ops), TORCH_JIT (1: PyTorch runs traced, frozen TorchScript;
+# default 0: eager, as the peer baselines were measured), NN_GFLOPS (1: run nn-gflops; 0: skip), NN_GFLOPS_ARGS.
+# See bench/README.md.
 set -euo pipefail
 DURATION=${DURATION:-2}
 WARMUP=${WARMUP:-0.5}
@@ -20,6 +23,8 @@ MODELS=${MODELS:-mlp,cnn,resnet50}
 BATCHES=${BATCHES:-1,8,64}
 RESNET_BATCHES=${RESNET_BATCHES:-1,8}
 THREADS=${THREADS:-2}
+REWRITE=${REWRITE:-0}
+TORCH_JIT=${TORCH_JIT:-0}
 NN_GFLOPS=${NN_GFLOPS:-1}
 PY=/usr/bin/python3   # Debian's numpy and torch work only with this interpreter
 
@@ -53,13 +58,16 @@ fi
 [[ -d $ORT_DIR/node_modules/onnxruntime-node ]] || die "no onnxruntime-node under $ORT_DIR"
 
 mkdir -p "$BENCH_TMP/data"
+extra=()
+[[ $REWRITE == 1 ]] && extra=(--rewrite)
+[[ $TORCH_JIT == 1 ]] && extra+=(--torch-jit)
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs," \
     "OpenBLAS env: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}" \
     "OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-(unset)}"
 $PY "$BENCH_DIR/infer/driver.py" --dir "$BENCH_TMP/data" \
     --worker "$BUILD/bench/tfserve-infer-bench" --ort-dir "$ORT_DIR" --models "$MODELS" \
     --batches "$BATCHES" --resnet-batches "$RESNET_BATCHES" --runs "$RUNS" \
-    --duration "$DURATION" --warmup "$WARMUP" --threads "$THREADS"
+    --duration "$DURATION" --warmup "$WARMUP" --threads "$THREADS" "${extra[@]}"
 
 if [[ $NN_GFLOPS == 1 ]]; then
     echo

@@ -67,9 +67,11 @@ def start_workers(a, workers):
     torch_env['OPENBLAS_NUM_THREADS'] = a.torch_openblas_threads
     torch_env['PYTHONWARNINGS'] = 'ignore'   # the ONNX exporter's warnings, not ours
     models = ','.join(a.models)
-    workers['tfserve'] = Worker('tfserve', [a.worker, a.dir, models, str(a.threads)], env)
+    argv = [a.worker, f'--threads={a.threads}'] + (['--rewrite'] if a.rewrite else [])
+    workers['tfserve'] = Worker('tfserve', argv + [a.dir, models], env)
     workers['torch'] = Worker('torch', [sys.executable, os.path.join(HERE, 'torch_worker.py'),
-                                        a.dir, models, str(a.threads)], torch_env)
+                                        a.dir, models, str(a.threads)]
+                              + (['jit'] if a.torch_jit else []), torch_env)
     workers['ort'] = Worker('ort', ['node', os.path.join(HERE, 'ort_worker.mjs'), a.dir, models,
                                     str(a.threads), a.ort_dir], env)
     macs = dict(kv.split('=') for kv in workers['tfserve'].ready.split()[1:])
@@ -126,9 +128,9 @@ def measure(a, workers, configs):
 
 def report(a, configs, macs, rates, lat):
     print(f'\nmedians over {a.runs} round(s): samples/s; ratio = tfserve / faster peer (target);'
-          f' p50 ms per run; GFLOP/s = 2 x multiply-adds x samples/s')
+          f' p50 ms per run, and the ratio from those; GFLOP/s = 2 x multiply-adds x samples/s')
     print(f'{"model":9s} {"batch":>5s} {"tfserve":>10s} {"torch":>10s} {"ort":>10s} '
-          f'{"ratio":>6s} {"(target)":>8s}  {"p50 ms tfserve/torch/ort":>26s}  '
+          f'{"ratio":>6s} {"(target)":>8s}  {"p50 ms tfserve/torch/ort":>26s} {"ratio":>6s}  '
           f'GFLOP/s tfserve/torch/ort')
     for model, batch in configs:
         med = {fw: statistics.median(rates[model, batch, fw]) for fw in FRAMEWORKS}
@@ -136,10 +138,12 @@ def report(a, configs, macs, rates, lat):
         target = 0.9 if batch == 1 else 1.0
         ratio = med['tfserve'] / best
         rate = ' '.join(f'{med[fw]:10.1f}' for fw in FRAMEWORKS)
-        ms = '/'.join(f'{1e3 * statistics.median(lat[model, batch, fw]):.3g}' for fw in FRAMEWORKS)
+        p50 = {fw: statistics.median(lat[model, batch, fw]) for fw in FRAMEWORKS}
+        ratio50 = min(p50['torch'], p50['ort']) / p50['tfserve']
+        ms = '/'.join(f'{1e3 * p50[fw]:.3g}' for fw in FRAMEWORKS)
         gf = '/'.join(f'{2 * macs[model] * med[fw] / 1e9:.1f}' for fw in FRAMEWORKS)
-        print(f'{model:9s} {batch:5d} {rate} {ratio:6.3f} {f"({target:.1f})":>8s}  {ms:>26s}  {gf}'
-              + ('' if ratio >= target else '  missed'))
+        print(f'{model:9s} {batch:5d} {rate} {ratio:6.3f} {f"({target:.1f})":>8s}  {ms:>26s} '
+              f'{ratio50:6.3f}  {gf}' + ('' if ratio >= target else '  missed'))
 
 
 def main():
@@ -156,6 +160,10 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--tolerance', type=float, default=1e-4)
     p.add_argument('--torch-openblas-threads', default='1')
+    p.add_argument('--torch-jit', action='store_true',
+                   help='PyTorch runs traced, frozen TorchScript instead of eager modules')
+    p.add_argument('--rewrite', action='store_true',
+                   help="run tfserve's graphs through the runtime's rewrites (where it has them)")
     a = p.parse_args()
     a.models = a.models.split(',')
     configs = [(m, int(b)) for m in a.models

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/build.h"
 #include "runtime/runtime.h"
 
 /* A weight as generated: the state_dict key it is written under and its TF-layout tensor. */

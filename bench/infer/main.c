@@ -1,15 +1,18 @@
-/* tfserve-infer-bench DIR MODEL[,MODEL...] [THREADS]: the tfserve worker of
+/* tfserve-infer-bench [--threads=N] [--rewrite] DIR MODEL[,MODEL...]: the tfserve worker of
  * bench/infer_vs_peers.sh.
  *
- * THREADS (when given) sets the runtime's intra-op threads through its public API
- * (tfs_runtime_set_num_threads where runtime.h has it; until then the GEMM is OpenBLAS's, so
- * OpenBLAS's thread count). At start it builds the models (mlp, cnn, resnet50; infer.h) with the runtime's public API,
- * writes their weights to DIR/<model>/<key>.npy (TensorFlow layout, float32), opens one session
- * per model and answers "ready <model>=<multiply-adds per sample> ...". Then it answers one line
- * per command read from stdin (the driver, bench/infer/driver.py, speaks the same protocol to
- * the PyTorch and ONNX Runtime workers):
+ * --threads sets the runtime's intra-op threads through its public API (tfs_runtime_set_num_threads
+ * where runtime.h has it; until then the GEMM is OpenBLAS's, so OpenBLAS's thread count).
+ * --rewrite runs each graph through tfs_graph_rewrite (runtime/rewrite.h: constant folding,
+ * BatchNorm folded into the convolutions, BiasAdd + Relu fused) where the runtime has it; without
+ * it the sessions run the plain ops as built. At start the worker builds the models (mlp, cnn,
+ * resnet50; infer.h) with the runtime's public API, writes their weights to DIR/<model>/<key>.npy
+ * (TensorFlow layout, float32), opens one session per model and answers
+ * "ready <model>=<multiply-adds per sample> ...". Then it answers one line per command read from
+ * stdin (the driver, bench/infer/driver.py, speaks the same protocol to the PyTorch and ONNX
+ * Runtime workers):
  *
- *     info                      -> "info <kernel set, threads, environment>"
+ *     info                      -> "info <kernel set, threads, graph, environment>"
  *     check MODEL BATCH         -> writes the seeded input DIR/<model>/x_<batch>.npy (NHWC) and
  *                                  tfserve's output y_<batch>.tfserve.npy; "ok"
  *     time MODEL BATCH SECS WARM -> runs WARM s untimed (at least once), then at least SECS s and
@@ -27,11 +30,15 @@
 #include <time.h>
 
 #include "bench/infer/infer.h"
+#ifdef TFS_BENCH_HAVE_REWRITE
+#include "runtime/rewrite.h"
+#endif
 
 enum { MAX_MODELS = 3, MAX_INPUTS = 16 };
 
 typedef struct loaded {
     tfs_ib_model m;
+    tfs_graph   *run_g;   /* the graph the session runs: m.g, or its rewrite */
     tfs_session *s;
 } loaded;
 
@@ -46,6 +53,8 @@ static int    n_models;
 static input  inputs[MAX_INPUTS];
 static int    n_inputs;
 static const char *dir;
+static bool        rewrite_graphs;
+static char        rewrites[512];   /* what the rewrites did, per model */
 
 static double now(void)
 {
@@ -79,6 +88,31 @@ static enum tfs_code write_npy(const char *path, const tfs_tensor *t, tfs_status
     return TFS_OK;
 }
 
+#ifdef TFS_BENCH_HAVE_REWRITE
+/* l->run_g = the rewrite of l->m.g for its one run (x -> y), or m.g when it serves none. */
+static enum tfs_code rewrite(loaded *l, tfs_status *st)
+{
+    const char *feed = "x:0", *fetch = l->m.y_name;
+    tfs_rewrite_run run = {.feeds = &feed, .n_feeds = 1, .fetches = &fetch, .n_fetches = 1};
+    tfs_rewrite_stats rs = {0};
+    tfs_graph *fast = NULL;
+    if (tfs_graph_rewrite(l->m.g, NULL, &run, 1, NULL, &fast, &rs, st) != TFS_OK)
+        return st->code;
+    size_t len = strlen(rewrites);
+    snprintf(rewrites + len, sizeof rewrites - len,
+             "%s%s %d -> %d nodes (%d BatchNorms folded, %d MatMul and %d Conv2D fused%s)",
+             len ? "; " : "", l->m.name, rs.nodes_before, rs.nodes_after, rs.batch_norms_folded,
+             rs.matmuls_fused, rs.conv2ds_fused, run.served ? "" : ", not served: plain ops");
+    if (fast && run.served) {
+        l->run_g = fast;
+    } else {
+        tfs_graph_unref(fast);
+        l->run_g = tfs_graph_ref(l->m.g);
+    }
+    return TFS_OK;
+}
+#endif
+
 static enum tfs_code load(const char *name, tfs_status *st)
 {
     char path[512];
@@ -96,7 +130,17 @@ static enum tfs_code load(const char *name, tfs_status *st)
         if (write_npy(path, l->m.w[i].t, st) != TFS_OK)
             return st->code;
     }
-    return tfs_session_new(l->m.g, NULL, &l->s, st);
+#ifdef TFS_BENCH_HAVE_REWRITE
+    if (rewrite_graphs) {
+        if (rewrite(l, st) != TFS_OK)
+            return st->code;
+    } else {
+        l->run_g = tfs_graph_ref(l->m.g);
+    }
+#else
+    l->run_g = tfs_graph_ref(l->m.g);
+#endif
+    return tfs_session_new(l->run_g, NULL, &l->s, st);
 }
 
 static const loaded *find_model(const char *name)
@@ -210,9 +254,10 @@ static void info(void)
 #else
     printf(" sgemm: OpenBLAS (through tfs__sgemm);");
 #endif
-    printf(" OpenBLAS %s, core %s, %d thread(s); OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%s\n",
-           openblas_get_config(), openblas_get_corename(), openblas_get_num_threads(),
-           ct ? ct : "(unset)", nt ? nt : "(unset)");
+    printf(" OpenBLAS %s, core %s, %d thread(s); OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%s;"
+           " graph: %s%s\n", openblas_get_config(), openblas_get_corename(),
+           openblas_get_num_threads(), ct ? ct : "(unset)", nt ? nt : "(unset)",
+           rewrite_graphs ? "rewritten: " : "plain ops as built", rewrites);
 }
 
 /* One command line; false on quit. */
@@ -223,6 +268,7 @@ static bool command(char *line)
     double secs = 0, warm = 0;
     tfs_status st = {0};
     enum tfs_code rc = TFS_OK;
+    line[strcspn(line, "\r\n")] = '\0';
     int n = sscanf(line, "%15s %31s %lld %lf %lf", cmd, name, &batch, &secs, &warm);
     if (n < 1 || !strcmp(cmd, "quit"))
         return n >= 1 ? false : true;
@@ -247,30 +293,41 @@ static bool command(char *line)
     return true;
 }
 
+static int usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--threads=N] [--rewrite] DIR MODEL[,MODEL...]\n"
+            "Models: mlp, cnn, resnet50. The tfserve worker of bench/infer_vs_peers.sh; see "
+            "bench/README.md.\n", argv0);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     tfs_status st;
-    int rc = 1;
-    if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: %s DIR MODEL[,MODEL...] [THREADS]  (models: mlp, cnn, resnet50)\n"
-                "The tfserve worker of bench/infer_vs_peers.sh; see bench/README.md.\n", argv[0]);
-        return 2;
-    }
-    dir = argv[1];
-    if (argc == 4) {
-        int threads = atoi(argv[3]);
-        if (threads < 1) {
-            fprintf(stderr, "tfserve-infer-bench: THREADS must be >= 1, not '%s'\n", argv[3]);
-            return 2;
-        }
+    int rc = 1, a = 1;
+    for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
+        if (!strncmp(argv[a], "--threads=", 10) && atoi(argv[a] + 10) >= 1) {
 #ifdef TFS_BENCH_HAVE_GEMM_KERNEL
-        tfs_runtime_set_num_threads(threads);
+            tfs_runtime_set_num_threads(atoi(argv[a] + 10));
 #else
-        openblas_set_num_threads(threads);
+            openblas_set_num_threads(atoi(argv[a] + 10));
 #endif
+        } else if (!strcmp(argv[a], "--rewrite")) {
+#ifdef TFS_BENCH_HAVE_REWRITE
+            rewrite_graphs = true;
+#else
+            fprintf(stderr, "tfserve-infer-bench: --rewrite: this runtime has no graph rewrites "
+                    "(runtime/rewrite.h); running the plain ops\n");
+#endif
+        } else {
+            return usage(argv[0]);
+        }
     }
+    if (argc - a != 2)
+        return usage(argv[0]);
+    dir = argv[a];
     char list[256];
-    snprintf(list, sizeof list, "%s", argv[2]);
+    snprintf(list, sizeof list, "%s", argv[a + 1]);
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
          name = strtok_r(NULL, ",", &save))
         if (load(name, &st) != TFS_OK) {
@@ -292,6 +349,7 @@ done:
         tfs_tensor_unref(inputs[i].x);
     for (int i = 0; i < n_models; i++) {
         tfs_session_free(models[i].s);
+        tfs_graph_unref(models[i].run_g);
         tfs_ib_model_free(&models[i].m);
     }
     return rc;

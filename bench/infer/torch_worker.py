@@ -1,6 +1,6 @@
 """The PyTorch worker of bench/infer_vs_peers.sh (run with Debian's /usr/bin/python3).
 
-    torch_worker.py DIR MODEL[,MODEL...] THREADS
+    torch_worker.py DIR MODEL[,MODEL...] THREADS [jit]
 
 Builds the benchmark's models as PyTorch modules (NCHW; ResNet-50 in torchvision's layout and
 state_dict names, written out here because Debian has no python3-torchvision), loads the weights
@@ -8,7 +8,9 @@ tfserve-infer-bench wrote to DIR/<model>/<key>.npy (TensorFlow layout, transpose
 each to DIR/<model>/model.onnx (torch.onnx.export, opset 13, dynamic batch) for the ONNX Runtime
 worker, and answers "ready". Then it speaks the protocol of bench/infer/main.c on stdin/stdout:
 info, check MODEL BATCH (reads x_<batch>.npy, writes y_<batch>.torch.npy), time MODEL BATCH SECS
-WARM, quit. Inference runs in eval mode under torch.inference_mode() on THREADS intra-op threads.
+WARM, quit. Inference runs in eval mode under torch.inference_mode() on THREADS intra-op threads,
+eagerly, or with "jit" as a traced, frozen TorchScript module (torch.jit.freeze folds BatchNorm
+into the convolutions; torch.jit.optimize_for_inference moves convolutions to oneDNN's layout).
 """
 import os
 import sys
@@ -125,12 +127,18 @@ def export(d, name, model):
                       dynamic_axes={'x': {0: 'n'}, 'y': {0: 'n'}})
 
 
-def info(threads):
+def jit(model, name):
+    with torch.no_grad():
+        frozen = torch.jit.freeze(torch.jit.trace(model, torch.zeros((1,) + MODELS[name][1])))
+        return torch.jit.optimize_for_inference(frozen)
+
+
+def info(threads, mode):
     show = torch.__config__.show()
     cap = next((l.split(':', 1)[1].strip() for l in show.splitlines() if 'CPU capability' in l),
                '?')
     return (f'info torch {torch.__version__}, {torch.get_num_threads()} thread(s), '
-            f'CPU capability {cap}, mkldnn {torch.backends.mkldnn.is_available()}; '
+            f'CPU capability {cap}, mkldnn {torch.backends.mkldnn.is_available()}, {mode}; '
             f'OPENBLAS_NUM_THREADS={os.environ.get("OPENBLAS_NUM_THREADS", "(unset)")} '
             f'OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "(unset)")}')
 
@@ -154,11 +162,15 @@ def time_runs(model, x, secs, warm):
 
 def main():
     d, names, threads = sys.argv[1], sys.argv[2].split(','), int(sys.argv[3])
+    use_jit = sys.argv[4:] == ['jit']
+    mode = 'traced + frozen TorchScript' if use_jit else 'eager'
     torch.set_num_threads(threads)
     models, inputs = {}, {}
     for name in names:
         models[name] = load_model(d, name)
         export(d, name, models[name])
+        if use_jit:
+            models[name] = jit(models[name], name)
     print('ready', flush=True)
     with torch.inference_mode():
         for line in sys.stdin:
@@ -169,7 +181,7 @@ def main():
                 if f[0] == 'quit':
                     break
                 if f[0] == 'info':
-                    print(info(threads), flush=True)
+                    print(info(threads, mode), flush=True)
                     continue
                 name, batch = f[1], int(f[2])
                 model = models[name]
