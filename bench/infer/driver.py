@@ -126,6 +126,11 @@ def measure(a, workers, configs):
     return rates, lat
 
 
+def fmt_ms(secs):
+    ms = 1e3 * secs
+    return f'{ms:.0f}' if ms >= 100 else f'{ms:.3g}'
+
+
 def report(a, configs, macs, rates, lat):
     print(f'\nmedians over {a.runs} round(s): samples/s; ratio = tfserve / faster peer (target);'
           f' p50 ms per run, and the ratio from those; GFLOP/s = 2 x multiply-adds x samples/s')
@@ -140,7 +145,7 @@ def report(a, configs, macs, rates, lat):
         rate = ' '.join(f'{med[fw]:10.1f}' for fw in FRAMEWORKS)
         p50 = {fw: statistics.median(lat[model, batch, fw]) for fw in FRAMEWORKS}
         ratio50 = min(p50['torch'], p50['ort']) / p50['tfserve']
-        ms = '/'.join(f'{1e3 * p50[fw]:.3g}' for fw in FRAMEWORKS)
+        ms = '/'.join(fmt_ms(p50[fw]) for fw in FRAMEWORKS)
         gf = '/'.join(f'{2 * macs[model] * med[fw] / 1e9:.1f}' for fw in FRAMEWORKS)
         print(f'{model:9s} {batch:5d} {rate} {ratio:6.3f} {f"({target:.1f})":>8s}  {ms:>26s} '
               f'{ratio50:6.3f}  {gf}' + ('' if ratio >= target else '  missed'))
