@@ -12,7 +12,8 @@
 # (0.5 s), THREADS (2 per framework), ORT_DIR (an existing `npm install onnxruntime-node` folder
 # to reuse), REWRITE (1: tfserve runs its graphs through the runtime's graph rewrites, where it
 # has them; default 0: the plain ops), TORCH_JIT (1: PyTorch runs traced, frozen TorchScript;
-# default 0: eager, as the peer baselines were measured), NN_GFLOPS (1: run nn-gflops; 0: skip), NN_GFLOPS_ARGS.
+# default 0: eager, as the peer baselines were measured), NN_GFLOPS (1: run nn-gflops; 0: skip),
+# NN_GFLOPS_ARGS.
 # See bench/README.md.
 set -euo pipefail
 DURATION=${DURATION:-2}
@@ -71,7 +72,8 @@ $PY "$BENCH_DIR/infer/driver.py" --dir "$BENCH_TMP/data" \
 
 if [[ $NN_GFLOPS == 1 ]]; then
     echo
-    echo "nn-gflops (the GEMM alone and tfserve's MatMul/Conv2D, same process; load $(cut -d' ' -f1-3 /proc/loadavg)):"
+    echo "nn-gflops (the GEMM alone and tfserve's MatMul/Conv2D, same process;" \
+        "load $(cut -d' ' -f1-3 /proc/loadavg)):"
     # shellcheck disable=SC2086 # flags
     "$BUILD/bench/nn-gflops" ${NN_GFLOPS_ARGS:-}
 fi

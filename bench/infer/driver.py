@@ -103,7 +103,8 @@ def check(a, workers, configs):
 def measure(a, workers, configs):
     rates = {(m, b, fw): [] for m, b in configs for fw in FRAMEWORKS}
     lat = {(m, b, fw): [] for m, b in configs for fw in FRAMEWORKS}
-    print(f'\ntiming: {a.runs} round(s); per framework {a.warmup:g} s warm-up + >= {a.duration:g} s '
+    print(f'\ntiming: {a.runs} round(s); per framework {a.warmup:g} s warm-up + '
+          f'>= {a.duration:g} s '
           f'(and >= 3 runs); order rotates per round')
     for r in range(a.runs):
         print(f'  round {r + 1} (load {load()}):')
@@ -174,7 +175,8 @@ def main():
     configs = [(m, int(b)) for m in a.models
                for b in (a.resnet_batches if m == 'resnet50' else a.batches).split(',')]
     print(f'infer_vs_peers: {",".join(a.models)}, {a.threads} thread(s) per framework, '
-          f'{os.cpu_count()} CPUs, load {load()}, {time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}')
+          f'{os.cpu_count()} CPUs, load {load()}, '
+          f'{time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}')
     workers = {}
     try:
         macs = start_workers(a, workers)

@@ -81,7 +81,8 @@ static enum tfs_code write_npy(const char *path, const tfs_tensor *t, tfs_status
     FILE *f = fopen(path, "wb");
     if (!f)
         return TFS_ERR(st, TFS_UNAVAILABLE, "%s: %s", path, strerror(errno));
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, (size_t)padded, f) == (size_t)padded &&
+    bool ok = fwrite(pre, 1, 10, f) == 10 &&
+              fwrite(header, 1, (size_t)padded, f) == (size_t)padded &&
               fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
     if (fclose(f) != 0 || !ok)
         return TFS_ERR(st, TFS_UNAVAILABLE, "%s: write failed", path);

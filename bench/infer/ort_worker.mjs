@@ -35,7 +35,8 @@ function readNpy(path) {
 }
 
 function writeNpy(path, shape, data) {
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  const dims = shape.join(', ') + (shape.length === 1 ? ',' : '');
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${dims}), }`;
   const total = Math.ceil((10 + header.length + 1) / 64) * 64;
   header = header.padEnd(total - 10 - 1, ' ') + '\n';
   const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, 0, 0]);

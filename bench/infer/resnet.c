@@ -5,7 +5,8 @@
  *     layer1..4: [3, 4, 6, 3] bottlenecks of width 64, 128, 256, 512 (output 4 x width); block 0
  *                of layers 2-4 has stride 2; block 0 of every layer has a projection shortcut
  *                (downsample.0 = 1x1 conv with the block's stride, downsample.1 = BatchNorm)
- *     bottleneck: 1x1 -> bn -> Relu -> 3x3/stride pad 1 -> bn -> Relu -> 1x1 -> bn, + shortcut, Relu
+ *     bottleneck: 1x1 -> bn -> Relu -> 3x3/stride pad 1 -> bn -> Relu -> 1x1 -> bn,
+ *                 + shortcut, Relu
  *     Mean over H, W (global average pool) -> fc 2048 -> 1000
  *
  * Names follow torchvision's state_dict ("layer2.0.downsample.1.running_var") so the weights load
