@@ -253,9 +253,11 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
         return rc;
     tfs_tensor *out = NULL;
     int64_t dims[2] = {m, nn};
-    if ((rc = tfs_tensor_new(TFS_DTYPE_FLOAT, 2, dims, &out, st)) != TFS_OK)
+    /* An empty inner dimension makes no gemm call: the zeros must come from the allocation. */
+    if ((rc = (ka == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, TFS_DTYPE_FLOAT, 2,
+                                                                        dims, &out, st)) != TFS_OK)
         return rc;
-    /* The call MatMul makes; ka = 0 leaves the zeros tfs_tensor_new filled in. */
+    /* The call MatMul makes (sgemm with beta 0 writes every element of out). */
     if (m > 0 && nn > 0 && ka > 0)
         tfs__sgemm(ta, tb, m, nn, ka, 1.0f, a->data, a->dims[1], b->data, b->dims[1], 0.0f,
                    out->data, nn);
