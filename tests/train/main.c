@@ -12,6 +12,8 @@ Suite *suite_train_fashion_mnist(void);
 Suite *suite_train_faults(void);
 Suite *suite_train_model(void);
 Suite *suite_train_plot(void);
+Suite *suite_train_config(void);
+Suite *suite_train_optimizers(void);
 
 int main(void)
 {
@@ -25,6 +27,8 @@ int main(void)
     srunner_add_suite(sr, suite_train_faults());
     srunner_add_suite(sr, suite_train_model());
     srunner_add_suite(sr, suite_train_plot());
+    srunner_add_suite(sr, suite_train_config());
+    srunner_add_suite(sr, suite_train_optimizers());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
