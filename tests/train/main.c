@@ -14,6 +14,7 @@ Suite *suite_train_model(void);
 Suite *suite_train_plot(void);
 Suite *suite_train_config(void);
 Suite *suite_train_optimizers(void);
+Suite *suite_train_layers(void);
 
 int main(void)
 {
@@ -29,6 +30,7 @@ int main(void)
     srunner_add_suite(sr, suite_train_plot());
     srunner_add_suite(sr, suite_train_config());
     srunner_add_suite(sr, suite_train_optimizers());
+    srunner_add_suite(sr, suite_train_layers());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
