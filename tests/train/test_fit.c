@@ -703,6 +703,47 @@ START_TEST(test_fit_export)
 }
 END_TEST
 
+/* Progress: plain lines (one per epoch here, the runs being short) with the epoch's examples,
+ * loss and accuracy, and the evaluation; a bar on request. */
+START_TEST(test_fit_progress)
+{
+    run r = data();
+    tfs_status st;
+    tfs_fit_result res;
+    for (int bar = 0; bar < 2; bar++) {
+        tfs_model *m = mlp(16, false);
+        tfs_fit_opts o = tfs_fit_opts_default();
+        o.epochs = 2;
+        o.progress = bar;
+        o.out = fopen(P("progress.txt"), "w");
+        ck_assert_ptr_nonnull(o.out);
+        ck_assert_msg(fit(m, &r, &o, &res, &st) == TFS_OK, "%s", st.msg);
+        fclose(o.out);
+        size_t n;
+        char *text = tfs_test_read_file(P("progress.txt"), &n);
+        char want[256];
+        for (int e = 0; e < 2; e++) {
+            if (bar)
+                snprintf(want, sizeof want, "\rEpoch %d/2 [==============================] "
+                         "200/200 - loss %.4f - accuracy %.4f", e + 1, res.train_loss[e],
+                         res.train_accuracy[e]);
+            else
+                snprintf(want, sizeof want, "epoch %d/2: 200/200 examples - loss %.4f - "
+                         "accuracy %.4f", e + 1, res.train_loss[e], res.train_accuracy[e]);
+            ck_assert_msg(strstr(text, want) != NULL, "'%s' not in:\n%s", want, text);
+            snprintf(want, sizeof want, "  eval: loss %.4f - accuracy %.4f\n", res.eval_loss[e],
+                     res.eval_accuracy[e]);
+            ck_assert_msg(strstr(text, want) != NULL, "'%s' not in:\n%s", want, text);
+        }
+        ck_assert_ptr_null(strstr(text, "400/200"));
+        free(text);
+        tfs_fit_result_free(&res);
+        tfs_model_free(m);
+    }
+    data_free(&r);
+}
+END_TEST
+
 /* ---- a full disk ---------------------------------------------------------------------------- */
 
 /* Runs fit with the file size limit at `limit` bytes (writes beyond fail with EFBIG, as ENOSPC). */
@@ -896,6 +937,7 @@ Suite *suite_train_fit(void)
     tcase_add_test(tc, test_fit_nan);
     tcase_add_test(tc, test_fit_events_and_plot);
     tcase_add_test(tc, test_fit_export);
+    tcase_add_test(tc, test_fit_progress);
     tcase_add_test(tc, test_fit_disk_full);
     tcase_add_test(tc, test_fit_config_data);
     suite_add_tcase(s, tc);
