@@ -64,6 +64,7 @@ typedef struct parser {
     int               values_line, values_col;   /* of [optimizer] values, 0: not given */
     int               n_values;
     int               key_col;       /* of the key being set */
+    bool              momentum_set;  /* [optimizer] momentum was given */
 } parser;
 
 static enum tfs_code perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -252,7 +253,7 @@ static enum tfs_code set_data(parser *p, const char *k, const char *v)
     if (!strcmp(k, "shuffle_buffer"))
         return get_int(p, k, v, 0, &d->shuffle_buffer);
     if (!strcmp(k, "seed")) {
-        int64_t s;
+        int64_t s = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &s);
         d->seed = (uint64_t)s;
         return rc;
@@ -262,7 +263,7 @@ static enum tfs_code set_data(parser *p, const char *k, const char *v)
     if (!strcmp(k, "eval_batch_size"))
         return get_int(p, k, v, 1, &d->eval_batch_size);
     if (!strcmp(k, "prefetch")) {
-        int64_t n;
+        int64_t n = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &n);
         d->prefetch = n > 64 ? 64 : (int)n;
         return rc;
@@ -357,7 +358,7 @@ static enum tfs_code set_layer_key(parser *p, const char *k, const char *v)
     if (!strcmp(k, "alpha"))
         return get_double(p, k, v, &l->alpha);
     if (!strcmp(k, "use_bias")) {
-        bool b;
+        bool b = true;
         enum tfs_code rc = get_bool(p, k, v, &b);
         l->no_bias = !b;
         return rc;
@@ -421,6 +422,7 @@ static enum tfs_code set_optimizer(parser *p, const char *k, const char *v)
              {"decay_rate", &o->decay_rate},       {"alpha", &o->alpha},
              {"clip_value", &o->clip_value},       {"clip_norm", &o->clip_norm},
              {"clip_global_norm", &o->clip_global_norm}};
+    p->momentum_set = p->momentum_set || !strcmp(k, "momentum");
     for (size_t i = 0; i < sizeof D / sizeof D[0]; i++)
         if (!strcmp(k, D[i].key))
             return get_double(p, k, v, D[i].d);
@@ -457,7 +459,7 @@ static enum tfs_code set_train(parser *p, const char *k, const char *v)
     if (!strcmp(k, "checkpoint_every_secs"))
         return get_double(p, k, v, &f->checkpoint_every_secs);
     if (!strcmp(k, "keep_checkpoint_max")) {
-        int64_t n;
+        int64_t n = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &n);
         f->keep_checkpoint_max = n > 1000000 ? 1000000 : (int)n;
         return rc;
@@ -522,7 +524,11 @@ static enum tfs_code check_layers(parser *p)
 
 static enum tfs_code check_optimizer(parser *p)
 {
-    const tfs_optimizer_spec *o = &p->c->optimizer;
+    tfs_optimizer_spec *o = &p->c->optimizer;
+    /* Momentum without a momentum would be plain SGD: TF1's MomentumOptimizer is always used
+     * with one, 0.9 by convention. */
+    if (o->kind == TFS_OPT_MOMENTUM && !p->momentum_set)
+        o->momentum = 0.9;
     if (p->values_line && p->n_values != o->n_pieces + 1) {
         p->line = p->values_line;
         p->col = p->values_col;

@@ -160,7 +160,8 @@ enum tfs_lr_schedule {
 typedef struct tfs_optimizer_spec {
     enum tfs_optimizer_kind kind;
     double learning_rate;
-    double momentum;        /* MOMENTUM (0.9), RMSPROP (0) */
+    double momentum;        /* MOMENTUM, RMSPROP (0 in the default spec: set it, e.g. 0.9; the
+                             * config file's default for name = momentum is 0.9) */
     bool   nesterov;        /* MOMENTUM, ADAM (ApplyAdam use_nesterov) */
     double beta1, beta2;    /* ADAM (0.9, 0.999) */
     double epsilon;         /* ADAM (1e-7, Keras's), RMSPROP (1e-7), ADAGRAD (1e-7) */

@@ -50,20 +50,26 @@ static int sh(const char *fmt, ...)
     return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-/* Runs tfserve-train with args (a shell word list) in dir; stdout and stderr into out.txt and
- * err.txt there. Returns the exit status. */
-static int train(const char *args)
-{
-    return sh("cd '%s' && '%s/train/tfserve-train' %s >out.txt 2>err.txt", dir, TFS_BINARY_DIR,
-              args);
-}
-
 static char *slurp(const char *name)
 {
     size_t n;
     char *s = tfs_test_read_file(P(name), &n);
     ck_assert_msg(s != NULL, "cannot read %s", name);
     return s;
+}
+
+/* Runs tfserve-train with args (a shell word list) in dir; stdout and stderr into out.txt and
+ * err.txt there. Returns the exit status, after checking that no sanitizer spoke (in sanitized
+ * builds an error exit could otherwise hide a report). */
+static int train(const char *args)
+{
+    int rc = sh("cd '%s' && '%s/train/tfserve-train' %s >out.txt 2>err.txt", dir, TFS_BINARY_DIR,
+                args);
+    char *err = slurp("err.txt");
+    ck_assert_msg(!strstr(err, "Sanitizer") && !strstr(err, "runtime error:"), "%s: %s", args,
+                  err);
+    free(err);
+    return rc;
 }
 
 static bool exists(const char *path)

@@ -263,6 +263,7 @@ START_TEST(test_config_every_key)
     ck_assert_int_eq(c->layers[2].kernel_init.kind, TFS_INIT_GLOROT_UNIFORM);
     ck_assert_int_eq(c->layers[2].bias_init.kind, TFS_INIT_CONSTANT);
     ck_assert_int_eq(c->optimizer.kind, TFS_OPT_MOMENTUM);
+    ck_assert(c->optimizer.momentum == 0.9);   /* the default for name = momentum */
     ck_assert_int_eq(c->optimizer.schedule, TFS_LR_COSINE);
     tfs_train_config_free(c);
 
@@ -354,6 +355,13 @@ START_TEST(test_config_defaults)
     ck_assert(c->layers[1].rate == 0.5);
     ck_assert_int_eq(c->layers[2].units, 3);
     ck_assert_str_eq(c->data.train_labels, "l");
+    tfs_train_config_free(c);
+    /* momentum given (also 0, before the name) is kept */
+    c = parse_ok(BASE "[optimizer]\nmomentum = 0\nname = momentum\n");
+    ck_assert(c->optimizer.momentum == 0);
+    tfs_train_config_free(c);
+    c = parse_ok(BASE "[optimizer]\nname = rmsprop\n");
+    ck_assert(c->optimizer.momentum == 0);
     tfs_train_config_free(c);
 }
 END_TEST

@@ -284,6 +284,24 @@ START_TEST(test_fit_checkpoints)
     free(names);
     tfs_fit_result_free(&res);
     tfs_model_free(m);
+    /* every N seconds: a tiny N checkpoints after every step */
+    m = mlp(16, false);
+    o = quiet_opts(1);
+    o.checkpoint_dir = P("secs");
+    o.checkpoint_every_secs = 1e-9;
+    o.keep_checkpoint_max = 0;
+    ck_assert_msg(fit(m, &r, &o, &res, &st) == TFS_OK, "%s", st.msg);
+    tfs_checkpoint_state *cs2 = NULL;
+    ck_assert_msg(tfs_checkpoint_state_read(P("secs"), &cs2, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_eq(cs2->n_paths, STEPS_PER_EPOCH);
+    for (int i = 0; i < STEPS_PER_EPOCH; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "model.ckpt-%d", i + 1);
+        ck_assert_str_eq(cs2->all_model_checkpoint_paths[i], want);
+    }
+    tfs_checkpoint_state_free(cs2);
+    tfs_fit_result_free(&res);
+    tfs_model_free(m);
     m = mlp(16, false);
     o = quiet_opts(1);
     o.resume = true;
