@@ -383,6 +383,25 @@ START_TEST(test_fit_resume_equal)
     ck_assert_msg(tfs_train_fit(b, tr, NULL, &o2, &rb, &st) == TFS_OK, "%s", st.msg);
     expect_same_variables(a, b);
     tfs_dataset_free(tr);
+    tfs_fit_result_free(&rb);
+    tfs_model_free(b);
+
+    /* Stopped exactly at an epoch's end (max_steps 13), resumed to 2 epochs. */
+    b = mlp(16, false);
+    o = quiet_opts(2);
+    o.checkpoint_dir = P("d");
+    o.max_steps = STEPS_PER_EPOCH;
+    ck_assert_msg(fit(b, &r, &o, &rb, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_eq(rb.epochs, 1);
+    tfs_fit_result_free(&rb);
+    tfs_model_free(b);
+    b = mlp(16, false);
+    o.max_steps = 0;
+    o.resume = true;
+    ck_assert_msg(fit(b, &r, &o, &rb, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_eq(rb.epochs, 2);
+    ck_assert(rb.train_loss[1] == ra.train_loss[1]);
+    expect_same_variables(a, b);
     tfs_fit_result_free(&ra);
     tfs_fit_result_free(&rb);
     tfs_model_free(a);

@@ -559,6 +559,98 @@ START_TEST(test_layers_activations)
 }
 END_TEST
 
+/* ---- losses --------------------------------------------------------------------------------- */
+
+/* Each loss on known logits (a dense layer with an identity kernel passes x through), against
+ * the formulas computed by hand (python3, float64):
+ *   logits [[2, -1, 0.5], [-3, 100, -100]]
+ *   sparse softmax xent, labels [0, 2]: sum of lse(row) - row[label] = 200.24131129665716
+ *   softmax xent, labels [[.2, .3, .5], [0, 1, 0]]: -sum y log softmax = 1.891311296657157
+ *   sigmoid xent, labels [[1, 0, 1], [0, 1, 1]]: per example the mean of
+ *       max(x, 0) - x z + log(1 + exp(-|x|)), summed: 33.654284678105014 (stable at +-100)
+ *   mean squared error, targets [[1, 1, 1], [0, 0, 0]]: 6671.416666666667
+ * Correct counts: sparse 1 (row 0), softmax 1 (row 1), sigmoid 5 of 6 elements, MSE none.
+ * With softmax / sigmoid as the last layer's activation the losses use the logits before it
+ * (no double softmax) and give the same numbers. Predictions: softmax / sigmoid / the output. */
+START_TEST(test_layers_losses)
+{
+    const float logits[6] = {2, -1, 0.5f, -3, 100, -100};
+    const float eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    const struct {
+        enum tfs_loss loss;
+        enum tfs_activation act;
+        double sum;
+        int64_t correct, units;
+    } CASES[] = {
+        {TFS_LOSS_SPARSE_SOFTMAX_XENT, TFS_ACT_NONE, 200.24131129665716, 1, 2},
+        {TFS_LOSS_SPARSE_SOFTMAX_XENT, TFS_ACT_SOFTMAX, 200.24131129665716, 1, 2},
+        {TFS_LOSS_SOFTMAX_XENT, TFS_ACT_NONE, 1.891311296657157, 1, 2},
+        {TFS_LOSS_SOFTMAX_XENT, TFS_ACT_SOFTMAX, 1.891311296657157, 1, 2},
+        {TFS_LOSS_SIGMOID_XENT, TFS_ACT_NONE, 33.654284678105014, 5, 6},
+        {TFS_LOSS_SIGMOID_XENT, TFS_ACT_SIGMOID, 33.654284678105014, 5, 6},
+        {TFS_LOSS_MSE, TFS_ACT_NONE, 6671.416666666667, 0, 0},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        tfs_layer_spec layers[] = {tfs_layer_dense(3, CASES[c].act)};
+        tfs_optimizer_spec o = sgd(0.1);
+        tfs_model *m = model_of(layers, 1, 1, (int64_t[]){3}, (int)CASES[c].loss, &o);
+        set_var(m, "dense/kernel", eye);
+        tfs_tensor *x = tensor(TFS_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, logits);
+        tfs_tensor *y;
+        switch (CASES[c].loss) {
+        case TFS_LOSS_SPARSE_SOFTMAX_XENT:
+            y = tensor(TFS_DTYPE_INT32, 1, (int64_t[]){2}, (int32_t[]){0, 2});
+            break;
+        case TFS_LOSS_SOFTMAX_XENT:
+            y = tensor(TFS_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, (float[]){.2f, .3f, .5f, 0, 1, 0});
+            break;
+        case TFS_LOSS_SIGMOID_XENT:
+            y = tensor(TFS_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, (float[]){1, 0, 1, 0, 1, 1});
+            break;
+        default:
+            y = tensor(TFS_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, (float[]){1, 1, 1, 0, 0, 0});
+        }
+        double sum;
+        int64_t correct = -1;
+        tfs_status st;
+        ck_assert_msg(tfs_model_eval_batch(m, x, y, &sum, &correct, &st) == TFS_OK, "%s", st.msg);
+        ck_assert_msg(fabs(sum - CASES[c].sum) <= 1e-5 * CASES[c].sum, "case %zu (%s): loss sum "
+                      "%.9g, want %.9g", c, tfs_loss_name(CASES[c].loss), sum, CASES[c].sum);
+        ck_assert_int_eq(correct, CASES[c].correct);
+        ck_assert_int_eq(tfs_model_accuracy_units(m, y), CASES[c].units);
+        /* the training step reports the mean over the batch */
+        double loss;
+        ck_assert_msg(tfs_model_train_step(m, x, y, &loss, &correct, &st) == TFS_OK, "%s",
+                      st.msg);
+        ck_assert_msg(fabs(loss - CASES[c].sum / 2) <= 1e-5 * CASES[c].sum, "case %zu: %g", c,
+                      loss);
+        /* predictions from the weights before the step: set them back */
+        set_var(m, "dense/kernel", eye);
+        set_var(m, "dense/bias", (float[]){0, 0, 0});
+        tfs_tensor *p = predict(m, x);
+        for (int r = 0; r < 2; r++) {
+            double mx = fmax(logits[3 * r], fmax(logits[3 * r + 1], logits[3 * r + 2])), z = 0;
+            for (int k = 0; k < 3; k++)
+                z += exp(logits[3 * r + k] - mx);
+            for (int k = 0; k < 3; k++) {
+                double v = logits[3 * r + k], want = v;
+                if (CASES[c].loss == TFS_LOSS_SIGMOID_XENT)
+                    want = 1 / (1 + exp(-v));
+                else if (CASES[c].loss != TFS_LOSS_MSE)
+                    want = exp(v - mx) / z;
+                ck_assert_msg(fabs(((float *)p->data)[3 * r + k] - want) < 1e-6, "case %zu: "
+                              "prediction %d,%d is %g, want %g", c, r, k,
+                              ((float *)p->data)[3 * r + k], want);
+            }
+        }
+        tfs_tensor_unref(p);
+        tfs_tensor_unref(x);
+        tfs_tensor_unref(y);
+        tfs_model_free(m);
+    }
+}
+END_TEST
+
 /* ---- initializers --------------------------------------------------------------------------- */
 
 static void stats(const tfs_tensor *t, double *mean, double *sd, double *lo, double *hi)
@@ -917,6 +1009,7 @@ Suite *suite_train_layers(void)
     tcase_add_test(tc, test_layers_batch_norm_images);
     tcase_add_test(tc, test_layers_embedding);
     tcase_add_test(tc, test_layers_activations);
+    tcase_add_test(tc, test_layers_losses);
     tcase_add_test(tc, test_layers_initializers);
     tcase_add_test(tc, test_layers_keras_names);
     tcase_add_test(tc, test_layers_bad_specs);
