@@ -4,7 +4,8 @@
  * DESIGN. The op set is closed and listed once in runtime/ops.def; including it with different
  * TFS_OP definitions yields enum tfs_op, the op table (TensorFlow name, CPU kernel, output-count
  * rule, flags) and the kernel prototypes. A kernel reads its node's attributes and input tensors
- * and stores one new reference per output in k->out[]. Reference-typed tensors (VariableV2 outputs,
+ * and stores one new reference per output in k->out[]; outputs it computes are best allocated
+ * with tfs__kernel_output, which places them by the run's memory plan (see the reuse rule there). Reference-typed tensors (VariableV2 outputs,
  * dtype base+100) carry a tfs_variable*; the session replaces them by the variable's value before a
  * kernel sees them unless the op has TFS_OPF_REF_INPUTS (Assign). DT_RESOURCE handles
  * (VarHandleOp) pass through every op untouched; ReadVariableOp and friends dereference them.
@@ -84,6 +85,8 @@ int tfs__graph_function_index(const tfs_graph *g, const char *name);
 
 /* ---- kernels -------------------------------------------------------------------------------- */
 
+typedef struct tfs_mem_run tfs_mem_run;   /* a run's memory plan state (memplan-impl.h) */
+
 typedef struct tfs_kernel_ctx {
     tfs_session       *sess;
     const tfs_graph   *graph;
@@ -92,9 +95,70 @@ typedef struct tfs_kernel_ctx {
     int                n_in;
     tfs_tensor       **out;    /* n_out slots, NULL on entry; kernel stores new references */
     int                n_out;
+    tfs_mem_run       *mem;    /* NULL: tfs__kernel_output allocates from the heap */
+    int                mem_out0;   /* the run's number for output 0 (memplan-impl.h) */
 } tfs_kernel_ctx;
 
 typedef enum tfs_code (*tfs_kernel_fn)(tfs_kernel_ctx *k, tfs_status *st);
+
+/* Output j (< k->n_out) of dtype dt and shape [rank, dims] for the kernel to fill: a new
+ * reference the kernel stores in k->out[j]. Errors as tfs_tensor_new's (bad rank or dims, too
+ * large, out of memory).
+ *
+ * The contents are UNDEFINED: the kernel must write every element (tfs__kernel_output_zeroed
+ * gives zeros, for kernels that accumulate into their output or leave elements out). When the
+ * session has a memory plan for this run (runtime/memplan.c) the tensor lies in a region of the
+ * run's arena that other values of the run use at other times; otherwise it is a heap tensor.
+ * Kernels may treat both alike: keep references to the tensor, return it, alias it (views via
+ * tfs_tensor_reshape, passing it through as an output) -- reuse is the planner's business.
+ *
+ * THE REUSE RULE. A planned region is handed out only when no tensor over an overlapping region
+ * is alive: every planned tensor marks its region dead from its deallocator, i.e. when its last
+ * reference goes (including the reference a view holds on its source), and tfs__kernel_output
+ * falls back to the heap when any overlapping region is still live. So a fetched output, a value
+ * assigned to a variable, a tensor stored in a TensorList or returned from a function, or an
+ * Identity/Reshape/Squeeze/ExpandDims/Snapshot alias of any of them keeps its region to itself
+ * for as long as it is referenced, whatever the plan assumed; a run never has to predict aliases.
+ * What the planner learns about lifetimes (values alive at the end of a run are not planned next
+ * time) only decides how often the fallback is needed. Nothing may write into a tensor's data
+ * through a pointer kept after releasing its last reference. Strings and other dtypes that own
+ * per-element memory are never planned. */
+enum tfs_code tfs__kernel_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                                 const int64_t *dims, tfs_tensor **out, tfs_status *st);
+enum tfs_code tfs__kernel_output_zeroed(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                                        const int64_t *dims, tfs_tensor **out, tfs_status *st);
+
+/* Plan-cache and memory-plan counters of a session (and the function bodies it runs), since
+ * tfs_session_new. For tests and benchmarks. */
+typedef struct tfs_plan_stats {
+    int64_t plan_hits;         /* tfs_session_run calls that found their run plan cached */
+    int64_t plan_misses;       /* ... that built one (errors included) */
+    int64_t mem_hits;          /* runs (function bodies included) with a memory plan for their
+                                * feed shapes */
+    int64_t mem_misses;        /* runs that learned one (buffer reuse on) */
+    int64_t planned_outputs;   /* tfs__kernel_output results in a planned region */
+    int64_t heap_outputs;      /* tfs__kernel_output results on the heap (reuse on) */
+    int64_t arenas_created;    /* arenas allocated; flat in a steady state */
+} tfs_plan_stats;
+void tfs__session_plan_stats(const tfs_session *s, tfs_plan_stats *out);
+
+/* Test hooks, process-wide, read when a session is created (NO_REUSE) or per output:
+ *   NO_REUSE      sessions behave as if tfs_session_opts.disable_buffer_reuse were set;
+ *   POISON        tfs__kernel_output fills undefined outputs with 0xff bytes (NaN, -1), so a
+ *                 kernel that relies on zeroed outputs fails its tests;
+ *   PLAN_ESCAPED  values alive at the end of a run are planned too (each in a region of its
+ *                 own), so single-op test graphs, whose only output is fetched, exercise
+ *                 kernels writing into arenas. Safe by the reuse rule, only wasteful. */
+enum {
+    TFS_PLAN_TEST_NO_REUSE = 1u << 0,
+    TFS_PLAN_TEST_POISON = 1u << 1,
+    TFS_PLAN_TEST_PLAN_ESCAPED = 1u << 2,
+};
+void tfs__plan_set_test_flags(unsigned flags);
+unsigned tfs__plan_test_flags(void);
+/* Bytes of idle (pooled) arenas all memory plans of the process may keep together; an arena
+ * beyond it is freed when its run ends. Negative: the default, 512 MiB. */
+void tfs__plan_set_idle_budget(int64_t bytes);
 /* Number of outputs given the node's attrs; -1 when they are missing or invalid. NULL = 1. */
 typedef int (*tfs_nout_fn)(const tfs_node *n);
 
@@ -217,6 +281,10 @@ enum tfs_code tfs__arr_strided_copy(tfs_tensor *dst, int64_t dbase, const int64_
 /* tfs_tensor_new with errors naming the node (rank, negative dims, overflow). */
 enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, const int64_t *dims,
                                 tfs_tensor **out, tfs_status *st);
+/* The same checks, then output j through tfs__kernel_output (contents undefined) or, when
+ * `zeroed`, tfs__kernel_output_zeroed. */
+enum tfs_code tfs__arr_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                              const int64_t *dims, bool zeroed, tfs_tensor **out, tfs_status *st);
 /* farmhash Fingerprint64 (farmhashna::Hash64), as TensorFlow's Fingerprint64; kernels/array-string.c */
 uint64_t tfs__fingerprint64(const void *data, size_t len);
 
@@ -225,7 +293,9 @@ uint64_t tfs__fingerprint64(const void *data, size_t len);
 /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major; op transposes when ta/tb.
  * Every float/double matrix product the kernels make goes through these two, so the GEMM
  * implementation (and its threads) is chosen in one place. Callers check that the sizes and
- * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. */
+ * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. With beta = 0, C is
+ * not read (BLAS's rule): kernels pass outputs from tfs__kernel_output, whose contents are
+ * undefined (NaN in the test suites' poisoned arenas). */
 void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,

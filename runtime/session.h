@@ -1,6 +1,8 @@
 /* Sessions run a finalized graph: feed any tensor by name ("node:idx"), fetch tensors, run target
- * ops. Each run prunes the graph to what the fetches and targets need (data and control inputs),
- * stopping at fed tensors, and executes the rest in topological order.
+ * ops. A run prunes the graph to what the fetches and targets need (data and control inputs),
+ * stopping at fed tensors, and executes the rest in topological order. That plan is made once per
+ * combination of feed, fetch and target names and cached; the memory for kernel outputs is
+ * planned once per combination of feed shapes (see tfs_session_opts).
  *
  *     tfs_session *s;  tfs_session_new(g, NULL, &s, &st);
  *     tfs_feed feed = {"x:0", x};
@@ -37,12 +39,26 @@ typedef struct tfs_checkpoint_reader {
 
 /* Default of tfs_session_opts.max_loop_iterations. */
 #define TFS_SESSION_MAX_LOOP_ITERATIONS 10000000
+/* Defaults of tfs_session_opts.plan_cache_size and .memory_plans. */
+#define TFS_SESSION_PLAN_CACHE_SIZE 64
+#define TFS_SESSION_MEMORY_PLANS 16
 
+/* A zero-filled tfs_session_opts means the defaults, as does tfs_session_opts_default(). */
 typedef struct tfs_session_opts {
     tfs_checkpoint_reader checkpoint;   /* {NULL, NULL}: RestoreV2 fails with UNIMPLEMENTED */
     /* Iterations one While node may make in one run before it fails with RESOURCE_EXHAUSTED
      * naming the node (a guard against loops that never end); <= 0 means the default. */
     int64_t max_loop_iterations;
+    /* Run plans (what a run with given feed, fetch and target names executes, in order) kept
+     * for later runs with the same names; the least recently used go first. <= 0: default. */
+    int plan_cache_size;
+    /* Memory plans (one per set of feed dtypes and shapes) kept per run plan, least recently
+     * used first out. <= 0: default. */
+    int memory_plans;
+    /* true: no buffer reuse; every kernel output is a zero-filled heap tensor of its own. The
+     * default (false) places outputs by a memory plan learned from the first run with each set
+     * of feed shapes: same results, fewer allocations. */
+    bool disable_buffer_reuse;
 } tfs_session_opts;
 
 tfs_session_opts tfs_session_opts_default(void);

@@ -296,6 +296,14 @@ int64_t tfs_dataset_cardinality(const tfs_dataset *ds)
     return atomic_load(&ds->N_known);
 }
 
+int64_t tfs_dataset_epoch_examples(const tfs_dataset *ds)
+{
+    int64_t n = atomic_load(&ds->N_known);
+    if (n < 0 || !ds->opts.drop_remainder)
+        return n;
+    return n - n % ds->opts.batch_size;
+}
+
 /* ---- the consumer side ---------------------------------------------------------------------- */
 
 enum tfs_code tfs_dataset_next(tfs_dataset *ds, tfs_tensor **out, tfs_status *st)

@@ -154,7 +154,8 @@ enum tfs_code tfs_train_evaluate(tfs_model *m, tfs_dataset *ds, const char *feat
         sum += s;
         correct += c;
         tfs_dataset_pos p = tfs_dataset_position(ds);
-        if (p.epoch != epoch || p.index >= tfs_dataset_cardinality(ds))
+        int64_t n_ex = tfs_dataset_epoch_examples(ds);
+        if (p.epoch != epoch || (n_ex >= 0 && p.index >= n_ex))
             break;
     }
     tfs_status_clear(st);
@@ -473,7 +474,7 @@ static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop,
     tfs_fit_result *r = f->res;
     int64_t n = 0, units = 0, correct = 0;
     double loss_sum = 0;
-    int64_t total = tfs_dataset_cardinality(f->train);
+    int64_t total = tfs_dataset_epoch_examples(f->train);
     progress p = {.out = o->quiet ? NULL : (o->out ? o->out : stdout), .epoch = epoch,
                   .epochs = o->epochs, .total = total, .start = now()};
     p.bar = o->progress == 1 || (o->progress < 0 && p.out && isatty(fileno(p.out)));
@@ -592,7 +593,7 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
     }
     f.last_ckpt = now();
     bool stop = false;
-    int64_t total = tfs_dataset_cardinality(train_ds);
+    int64_t total = tfs_dataset_epoch_examples(train_ds);
     for (;;) {
         tfs_dataset_pos pos = tfs_dataset_position(train_ds);
         int64_t epoch = total >= 0 && pos.index >= total && pos.index > 0 ? pos.epoch + 1 : pos.epoch;

@@ -141,17 +141,17 @@ enum tfs_code tfs_gunzip(const char *name, const void *in_, size_t n, size_t max
         goto fail;
     }
     /* For a one-member file, ISIZE (the last 4 bytes) is the output size: allocate it once when
-     * deflate could produce it from this input (at most 1032 output bytes per input byte). */
+     * deflate could produce it from this input (at most 1032 output bytes per input byte). The
+     * buffer exists even for empty output, so pointer arithmetic on it is always defined. */
+    o.cap = 8;
     if (n >= 18) {
         size_t isize = le32(in + n - 4);
-        if (isize <= max_out && isize / 1032 <= n) {
+        if (isize <= max_out && isize / 1032 <= n)
             o.cap = isize + 8;
-            if (!(o.data = tfs_malloc(o.cap))) {
-                code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory (%zu bytes)", name,
-                               o.cap);
-                goto fail;
-            }
-        }
+    }
+    if (!(o.data = tfs_malloc(o.cap))) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory (%zu bytes)", name, o.cap);
+        goto fail;
     }
     for (int member = 1; at < n; member++) {
         if (member > 1) {
@@ -192,10 +192,6 @@ enum tfs_code tfs_gunzip(const char *name, const void *in_, size_t n, size_t max
             goto fail;
         }
         at += 8;
-    }
-    if (!o.data && !(o.data = tfs_malloc(1))) {
-        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", name);
-        goto fail;
     }
     *out = o.data;
     *out_len = o.len;

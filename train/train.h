@@ -234,13 +234,17 @@ int         tfs_dataset_component_index(const tfs_dataset *ds, const char *name)
 /* Examples per epoch: N for in-memory datasets; for streaming ones -1 until the first epoch has
  * been read to its end. */
 int64_t     tfs_dataset_cardinality(const tfs_dataset *ds);
+/* Examples one epoch delivers: the cardinality, less the remainder that drop_remainder drops;
+ * -1 while the cardinality is unknown. An epoch's last batch leaves the position's index here. */
+int64_t     tfs_dataset_epoch_examples(const tfs_dataset *ds);
 
-/* The next batch: out[i] (caller owns) for each component i. OUT_OF_RANGE after the last epoch
- * (and on every call after that). Reader errors (streaming) as tfs_dataset_from_tfrecord. */
+/* The next batch: out[i] (caller owns) for each component i; all NULL on failure. OUT_OF_RANGE
+ * after the last epoch. Reader errors (streaming) as tfs_dataset_from_tfrecord. After a failure
+ * every call returns the same code and message until a successful tfs_dataset_seek. */
 enum tfs_code tfs_dataset_next(tfs_dataset *ds, tfs_tensor **out, tfs_status *st);
 
 /* The position after the last batch tfs_dataset_next returned (batches a prefetch thread holds
- * do not count). */
+ * do not count); {0, 0, seed} before the first. */
 tfs_dataset_pos tfs_dataset_position(const tfs_dataset *ds);
 /* Moves to a position: queued prefetched batches are dropped and production resumes there.
  * INVALID_ARGUMENT for a negative epoch or index, an index past the epoch's end, an epoch past

@@ -134,7 +134,8 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
                              "columns is not supported", (long long)kdim, (long long)out_c, INT_MAX);
     int64_t odims[4] = {g.batch, g.out_h, g.out_w, out_c};
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, 4, odims, &out, st)) != TFS_OK)
+    if ((rc = (kdim == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 4, odims, &out,
+                                                                          st)) != TFS_OK)
         return rc;
     size_t esz = tfs_dtype_size(T);
     int64_t rows = g.batch * g.out_h * g.out_w;
@@ -223,7 +224,8 @@ enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     int64_t mult = f->dims[3], oc = g.in_c * mult;   /* f->nelem bounds the product */
     int64_t odims[4] = {g.batch, g.out_h, g.out_w, oc};
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, 4, odims, &out, st)) != TFS_OK)
+    /* The loop accumulates into the output. */
+    if ((rc = tfs__kernel_output_zeroed(k, 0, T, 4, odims, &out, st)) != TFS_OK)
         return rc;
     if (out->nelem > 0) {
         if (T == TFS_DTYPE_FLOAT)

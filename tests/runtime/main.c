@@ -1,6 +1,9 @@
 /* test-runtime: the Check suites for runtime/. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime-impl.h"
 
 Suite *suite_runtime_base(void);
 Suite *suite_runtime_tensor(void);
@@ -22,6 +25,8 @@ Suite *suite_runtime_array_shape(void);
 Suite *suite_runtime_array_move(void);
 Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
+Suite *suite_runtime_plan(void);
+Suite *suite_runtime_plan_reuse(void);
 Suite *suite_runtime_training(void);
 Suite *suite_runtime_random(void);
 Suite *suite_runtime_array_grad(void);
@@ -33,8 +38,21 @@ Suite *suite_runtime_nn_grad_pool(void);
 Suite *suite_runtime_nn_grad_norm(void);
 Suite *suite_runtime_nn_grad_loss(void);
 
+/* TFS_TEST_BUFFER_REUSE=0 runs every suite with buffer reuse off (ctest's runtime-noreuse);
+ * otherwise kernels write into poisoned arena regions wherever a test runs a graph twice
+ * (rt_run_twice), and single-op graphs have their fetched output planned too. */
+static void set_plan_test_flags(void)
+{
+    const char *v = getenv("TFS_TEST_BUFFER_REUSE");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "off")))
+        tfs__plan_set_test_flags(TFS_PLAN_TEST_NO_REUSE);
+    else
+        tfs__plan_set_test_flags(TFS_PLAN_TEST_POISON | TFS_PLAN_TEST_PLAN_ESCAPED);
+}
+
 int main(void)
 {
+    set_plan_test_flags();
     SRunner *sr = srunner_create(suite_runtime_base());
     srunner_add_suite(sr, suite_runtime_tensor());
     srunner_add_suite(sr, suite_runtime_graph());
@@ -55,6 +73,8 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_move());
     srunner_add_suite(sr, suite_runtime_array_index());
     srunner_add_suite(sr, suite_runtime_array_string());
+    srunner_add_suite(sr, suite_runtime_plan());
+    srunner_add_suite(sr, suite_runtime_plan_reuse());
     srunner_add_suite(sr, suite_runtime_training());
     srunner_add_suite(sr, suite_runtime_random());
     srunner_add_suite(sr, suite_runtime_array_grad());

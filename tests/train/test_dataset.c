@@ -142,6 +142,11 @@ START_TEST(test_dataset_batch_repeat_boundaries)
             ck_assert_int_eq(r->pos[b].epoch, epoch);
             ck_assert_int_eq(r->pos[b].index, expect);
         }
+        /* The last batch of an epoch leaves the index at the epoch's size. */
+        int64_t per_epoch = tfs_dataset_epoch_examples(ds);
+        ck_assert_int_eq(per_epoch, cases[k].drop ? cases[k].N - cases[k].N % cases[k].B
+                                                  : cases[k].N);
+        ck_assert_int_eq(r->pos[r->nb - 1].index, per_epoch);
         tfs_tensor *t[3];
         tfs_status  st;
         ck_assert_int_eq(tfs_dataset_next(ds, t, &st), TFS_OUT_OF_RANGE);   /* and it stays so */
@@ -521,8 +526,10 @@ START_TEST(test_dataset_stream_matches_memory)
             tfs_dataset_opts o = opts(6, k == 1, buffers[k], 1000 + k, 3, pf);
             tfs_dataset     *m = make_stream_twin(&o), *s = make_stream(&o);
             ck_assert_int_eq(tfs_dataset_cardinality(s), -1);
+            ck_assert_int_eq(tfs_dataset_epoch_examples(s), -1);
             run *rm = collect(m, -1), *rs = collect(s, -1);
             ck_assert_int_eq(tfs_dataset_cardinality(s), 41);
+            ck_assert_int_eq(tfs_dataset_epoch_examples(s), k == 1 ? 36 : 41);
             ck_assert_int_eq(rm->nb, rs->nb);
             assert_same_batches(rm, 0, rs, 0, rm->nb);
             if (k != 1)

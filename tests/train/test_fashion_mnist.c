@@ -19,10 +19,10 @@
 
 Suite *suite_train_fashion_mnist(void);
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TIMING_CHECKED 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define TIMING_CHECKED 0
 #endif
 #endif
