@@ -331,7 +331,8 @@ START_TEST(test_cli_failures)
 {
     dir = tfs_test_mkdtemp();
     static const char bad[] = "[data]\ntrain_features = a\ntrain_labels = b\n[model]\n"
-                              "input_shape = 4\n[layer]\ntype = dense\nunits = 3\nactivation = rleu\n";
+                              "input_shape = 4\n[layer]\ntype = dense\nunits = 3\n"
+                              "activation = rleu\n";
     ck_assert_int_eq(tfs_test_write_file(P("bad.ini"), bad, sizeof bad - 1), 0);
     ck_assert_int_eq(train("bad.ini"), 1);
     char *err = slurp("err.txt");

@@ -377,7 +377,8 @@ START_TEST(test_config_syntax_errors)
     parse_err(BASE "[Data]\n", "t.ini:9:1: ", "unknown section [Data]");
     /* unknown keys, at the key's column */
     parse_err(BASE "[data]\n  batchsize = 3\n", "t.ini:10:3: ", "[data]: unknown key 'batchsize'");
-    parse_err(BASE "[model]\ninput_shap = 3\n", "t.ini:10:1: ", "[model]: unknown key 'input_shap'");
+    parse_err(BASE "[model]\ninput_shap = 3\n", "t.ini:10:1: ",
+              "[model]: unknown key 'input_shap'");
     parse_err(BASE "[layer]\ntype = dense\nunit = 3\n", "t.ini:11:1: ",
               "[layer]: unknown key 'unit'");
     parse_err(BASE "[optimizer]\nlr = 0.1\n", "t.ini:10:1: ", "[optimizer]: unknown key 'lr'");
@@ -400,7 +401,8 @@ END_TEST
 START_TEST(test_config_value_errors)
 {
     /* numbers */
-    parse_err(BASE "[data]\nbatch_size = 3x\n", "t.ini:10:14: ", "batch_size: '3x' is not an integer");
+    parse_err(BASE "[data]\nbatch_size = 3x\n", "t.ini:10:14: ",
+              "batch_size: '3x' is not an integer");
     parse_err(BASE "[data]\nbatch_size = 0\n", "t.ini:10:14: ", "batch_size: 0 is below 1");
     parse_err(BASE "[data]\nbatch_size = 2.5\n", "t.ini:10:14: ", "is not an integer");
     parse_err(BASE "[data]\nseed = -1\n", "t.ini:10:8: ", "seed: -1 is below 0");
@@ -409,18 +411,21 @@ START_TEST(test_config_value_errors)
     parse_err(BASE "[data]\nshift = 1.5.2\n", "t.ini:10:9: ", "is not a number");
     parse_err(BASE "[optimizer]\nlearning_rate = nan\n", "t.ini:10:17: ", "is not a number");
     parse_err(BASE "[optimizer]\nclip_norm = inf\n", "t.ini:10:13: ", "is not a number");
-    parse_err(BASE "[train]\nepochs = 99999999999999999999\n", "t.ini:10:10: ", "is not an integer");
+    parse_err(BASE "[train]\nepochs = 99999999999999999999\n", "t.ini:10:10: ",
+              "is not an integer");
     parse_err(BASE "[train]\nepochs = 0\n", "t.ini:10:10: ", "epochs: 0 is below 1");
     parse_err(BASE "[train]\ncheckpoint_every_secs = fast\n", "t.ini:10:25: ", "is not a number");
     parse_err(BASE "[model]\ninput_shape = 28,,28\n", "t.ini:10:15: ", "is not a list of integers");
-    parse_err(BASE "[model]\ninput_shape = 28, 28,\n", "t.ini:10:15: ", "is not a list of integers");
+    parse_err(BASE "[model]\ninput_shape = 28, 28,\n", "t.ini:10:15: ",
+              "is not a list of integers");
     parse_err(BASE "[model]\ninput_shape = 28 28\n", "t.ini:10:15: ", "is not a list of integers");
     parse_err(BASE "[model]\ninput_shape = 28, -1\n", "t.ini:10:15: ", "-1 is below 1");
     parse_err(BASE "[model]\ninput_shape = 1,1,1,1,1,1,1,1,1,1,1,1\n", "t.ini:10:15: ",
               "more than");
     parse_err(BASE "[layer]\ntype = conv2d\nkernel_size = 3, 3, 3\n", "t.ini:11:15: ",
               "kernel_size: more than 2 values");
-    parse_err(BASE "[optimizer]\nboundaries = 1, x\n", "t.ini:10:14: ", "is not a list of integers");
+    parse_err(BASE "[optimizer]\nboundaries = 1, x\n", "t.ini:10:14: ",
+              "is not a list of integers");
     parse_err(BASE "[optimizer]\nboundaries = 1, 2\nvalues = 0.1, y, 3\n", "t.ini:11:10: ",
               "values: '0.1, y, 3' is not a list of numbers");
     parse_err(BASE "[layer]\ntype = dense\nuse_bias = maybe\n", "t.ini:11:12: ",
@@ -440,8 +445,10 @@ START_TEST(test_config_value_errors)
     parse_err(BASE "[layer]\ntype = lstm\n", "t.ini:10:8: ", "type: unknown layer type 'lstm'");
     parse_err(BASE "[layer]\ntype = conv2d\npadding = full\n", "t.ini:11:11: ",
               "padding: 'full' is not same or valid");
-    parse_err(BASE "[data]\nformat = parquet\n", "t.ini:10:10: ", "format: 'parquet' is not one of");
-    parse_err(BASE "[model]\ninput_dtype = int64\n", "t.ini:10:15: ", "'int64' is not float or int32");
+    parse_err(BASE "[data]\nformat = parquet\n", "t.ini:10:10: ",
+              "format: 'parquet' is not one of");
+    parse_err(BASE "[model]\ninput_dtype = int64\n", "t.ini:10:15: ",
+              "'int64' is not float or int32");
     parse_err(BASE "[optimizer]\nschedule = linear\n", "t.ini:10:12: ",
               "schedule: 'linear' is not constant, exponential, piecewise or cosine");
     /* keys that do not apply to the layer's type, wherever type comes */
@@ -468,7 +475,8 @@ START_TEST(test_config_missing_and_cross_checks)
     parse_err("[data]\ntrain_features = a\n[model]\ninput_shape = 4\n[layer]\ntype = dense\n",
               "t.ini:6:1: ", "[data] train_labels is missing");
     parse_err(BASE "[data]\neval_features = e\n", "t.ini:10:1: ", "[data] eval_labels is missing");
-    parse_err(BASE "[data]\nformat = csv\n", "t.ini:10:1: ", "label_column is missing (format csv)");
+    parse_err(BASE "[data]\nformat = csv\n", "t.ini:10:1: ",
+              "label_column is missing (format csv)");
     parse_err(BASE "[layer]\nunits = 3\n\n", "t.ini:9:1: ", "[layer] 1: type is missing");
     parse_err("", "t.ini:1:1: ", "the model has no [layer] section");
     /* learning-rate schedules need their settings */

@@ -253,7 +253,8 @@ START_TEST(test_fit_checkpoints)
     ck_assert_int_eq(tfs_checkpoint_read(c, "global_step", TFS_DTYPE_INT64, &t, &st), TFS_OK);
     ck_assert_int_eq(*(int64_t *)t->data, 26);
     tfs_tensor_unref(t);
-    ck_assert_int_eq(tfs_checkpoint_read(c, "_tfs/data_position", TFS_DTYPE_INT64, &t, &st), TFS_OK);
+    ck_assert_int_eq(tfs_checkpoint_read(c, "_tfs/data_position", TFS_DTYPE_INT64, &t, &st),
+                     TFS_OK);
     ck_assert_int_eq(t->nelem, 3);
     tfs_tensor_unref(t);
     ck_assert_int_eq(tfs_checkpoint_read(c, "_tfs/rng_state", TFS_DTYPE_INT64, &t, &st), TFS_OK);
@@ -606,7 +607,8 @@ static double scalar_at(Tensorflow__Event **ev, int n, const char *tag, int64_t 
             if (strcmp(sv->tag, tag))
                 continue;
             (*count)++;
-            if (ev[i]->step == step && sv->value_case == TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE)
+            if (ev[i]->step == step &&
+                sv->value_case == TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE)
                 v = sv->simple_value;
             if (sv->value_case == TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO && ev[i]->step == step)
                 v = sv->histo->num;

@@ -144,8 +144,9 @@ static void check_window(tfs_layer_spec layer, int mode, int64_t oh, int64_t ow)
             double want = window_ref(xv, H, W, mode, layer.kernel[0], layer.kernel[1], sh, sw,
                                      layer.same_padding, i, j);
             for (int64_t k = 0; k < c; k++)
-                ck_assert_msg(fabs(yv[(i * ow + j) * c + k] - want) < 1e-5, "(%lld, %lld): %g, "
-                              "want %g", (long long)i, (long long)j, yv[(i * ow + j) * c + k], want);
+                ck_assert_msg(fabs(yv[(i * ow + j) * c + k] - want) < 1e-5,
+                              "(%lld, %lld): %g, want %g", (long long)i, (long long)j,
+                              yv[(i * ow + j) * c + k], want);
         }
     /* and it trains: one step runs and changes the first kernel */
     tfs_tensor *target = tensor(TFS_DTYPE_FLOAT, 4, y->dims, NULL);
@@ -328,16 +329,14 @@ START_TEST(test_layers_batch_norm_dense)
     }
     tfs_tensor_unref(p);
     /* gamma and beta are trainable, the moving statistics are not; all four are weights */
-    ck_assert(tfs_model_variable_is_weight(m, tfs_model_variable_find(m,
-                                                                      "batch_normalization/gamma")));
-    ck_assert(tfs_model_variable_is_weight(
-        m, tfs_model_variable_find(m, "batch_normalization/moving_variance")));
+    int gamma = tfs_model_variable_find(m, "batch_normalization/gamma");
+    int moving_mean = tfs_model_variable_find(m, "batch_normalization/moving_mean");
+    int moving_var = tfs_model_variable_find(m, "batch_normalization/moving_variance");
+    ck_assert(tfs_model_variable_is_weight(m, gamma));
+    ck_assert(tfs_model_variable_is_weight(m, moving_var));
     tfs_tensor *g = NULL;
-    ck_assert_int_eq(tfs_model_gradient(m, tfs_model_variable_find(
-                                               m, "batch_normalization/moving_mean"), x, y, &g, &st),
-                     TFS_NOT_FOUND);
-    ck_assert_int_eq(tfs_model_gradient(m, tfs_model_variable_find(m, "batch_normalization/gamma"),
-                                        x, y, &g, &st), TFS_OK);
+    ck_assert_int_eq(tfs_model_gradient(m, moving_mean, x, y, &g, &st), TFS_NOT_FOUND);
+    ck_assert_int_eq(tfs_model_gradient(m, gamma, x, y, &g, &st), TFS_OK);
     tfs_tensor_unref(g);
     tfs_tensor_unref(mm);
     tfs_tensor_unref(mv);
@@ -702,8 +701,8 @@ START_TEST(test_layers_initializers)
     double l = sqrt(6.0 / 500);
     ck_assert_msg(lo >= -l && hi <= l && lo < -0.99 * l && hi > 0.99 * l, "[%g, %g] vs %g", lo,
                   hi, l);
-    ck_assert_msg(fabs(mean) < 0.002 && fabs(sd - l / sqrt(3)) < 0.02 * l / sqrt(3), "mean %g sd %g", mean,
-                  sd);
+    ck_assert_msg(fabs(mean) < 0.002 && fabs(sd - l / sqrt(3)) < 0.02 * l / sqrt(3),
+                  "mean %g sd %g", mean, sd);
     tfs_tensor *b = var_value(m, "dense/bias");
     stats(b, &mean, &sd, &lo, &hi);
     ck_assert(lo == 0 && hi == 0);

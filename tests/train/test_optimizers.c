@@ -165,7 +165,8 @@ static void ref_step(ref *r, const tfs_optimizer_spec *o, double l2)
             *p -= *mom;
             break;
         }
-        case TFS_OPT_ADAGRAD: {   /* ApplyAdagradV2: accum += g^2; var -= lr g / (sqrt(accum) + eps) */
+        case TFS_OPT_ADAGRAD: {   /* ApplyAdagradV2: accum += g^2;
+                                   * var -= lr g / (sqrt(accum) + eps) */
             double *acc = &r->s1[i];
             if (r->t == 1)
                 *acc = o->initial_accumulator;
