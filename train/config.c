@@ -19,11 +19,52 @@
 
 #define MAX_FILE_BYTES ((size_t)1 << 20)
 
+/* The [layer] keys, each with the layer kinds it applies to (checked once the whole section has
+ * been read, since `type` may come after the other keys). Aliases share a slot. */
+#define K(kind) (1u << (kind))
+#define ALL_KINDS (~0u)
+#define WEIGHTED (K(TFS_LAYER_DENSE) | K(TFS_LAYER_CONV2D))
+#define WINDOWED (K(TFS_LAYER_CONV2D) | K(TFS_LAYER_MAX_POOL2D) | K(TFS_LAYER_AVG_POOL2D))
+static const struct {
+    const char *keys[3];
+    unsigned    kinds;
+} LAYER_KEYS[] = {
+    {{"type"}, ALL_KINDS},
+    {{"name"}, ALL_KINDS},
+    {{"units", "filters", "output_dim"}, WEIGHTED | K(TFS_LAYER_EMBEDDING)},
+    {{"kernel_size", "pool_size"}, WINDOWED},
+    {{"strides"}, WINDOWED},
+    {{"padding"}, WINDOWED},
+    {{"activation"}, WEIGHTED | K(TFS_LAYER_ACTIVATION)},
+    {{"alpha"}, WEIGHTED | K(TFS_LAYER_ACTIVATION)},
+    {{"use_bias"}, WEIGHTED},
+    {{"rate"}, K(TFS_LAYER_DROPOUT)},
+    {{"momentum"}, K(TFS_LAYER_BATCH_NORM)},
+    {{"epsilon"}, K(TFS_LAYER_BATCH_NORM)},
+    {{"input_dim"}, K(TFS_LAYER_EMBEDDING)},
+    {{"kernel_initializer"}, WEIGHTED | K(TFS_LAYER_EMBEDDING)},
+    {{"bias_initializer"}, WEIGHTED},
+    {{"l2"}, WEIGHTED},
+};
+#define N_LAYER_KEYS ((int)(sizeof LAYER_KEYS / sizeof LAYER_KEYS[0]))
+
+/* Where each [layer] section and each of its keys was (line 0: not given). */
+typedef struct layer_at {
+    int         line;
+    int         key_line[N_LAYER_KEYS], key_col[N_LAYER_KEYS];
+    const char *key[N_LAYER_KEYS];   /* the spelling used */
+} layer_at;
+
 typedef struct parser {
     const char       *name;
     int               line, col;     /* of the value being set */
     tfs_train_config *c;
     tfs_status       *st;
+    layer_at         *layer_at;      /* [TFS_CONFIG_MAX_LAYERS] */
+    int               values_line, values_col;   /* of [optimizer] values, 0: not given */
+    int               n_values;
+    int               key_col;       /* of the key being set */
+    bool              momentum_set;  /* [optimizer] momentum was given */
 } parser;
 
 static enum tfs_code perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -35,6 +76,13 @@ static enum tfs_code perr(parser *p, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return TFS_ERR(p->st, TFS_INVALID_ARGUMENT, "%s:%d:%d: %s", p->name, p->line, p->col, msg);
+}
+
+/* An unknown key, reported at the key's column. */
+static enum tfs_code unknown_key(parser *p, const char *section, const char *k)
+{
+    p->col = p->key_col;
+    return perr(p, "[%s]: unknown key '%s'", section, k);
 }
 
 /* ---- values --------------------------------------------------------------------------------- */
@@ -205,7 +253,7 @@ static enum tfs_code set_data(parser *p, const char *k, const char *v)
     if (!strcmp(k, "shuffle_buffer"))
         return get_int(p, k, v, 0, &d->shuffle_buffer);
     if (!strcmp(k, "seed")) {
-        int64_t s;
+        int64_t s = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &s);
         d->seed = (uint64_t)s;
         return rc;
@@ -215,12 +263,12 @@ static enum tfs_code set_data(parser *p, const char *k, const char *v)
     if (!strcmp(k, "eval_batch_size"))
         return get_int(p, k, v, 1, &d->eval_batch_size);
     if (!strcmp(k, "prefetch")) {
-        int64_t n;
+        int64_t n = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &n);
         d->prefetch = n > 64 ? 64 : (int)n;
         return rc;
     }
-    return perr(p, "[data]: unknown key '%s'", k);
+    return unknown_key(p, "data", k);
 }
 
 static enum tfs_code set_model(parser *p, const char *k, const char *v)
@@ -249,7 +297,7 @@ static enum tfs_code set_model(parser *p, const char *k, const char *v)
         return get_int(p, k, v, 0, &m->seed);
     if (!strcmp(k, "check_numerics"))
         return get_bool(p, k, v, &m->check_numerics);
-    return perr(p, "[model]: unknown key '%s'", k);
+    return unknown_key(p, "model", k);
 }
 
 static enum tfs_code get_pair(parser *p, const char *k, const char *v, int64_t *out)
@@ -264,7 +312,7 @@ static enum tfs_code get_pair(parser *p, const char *k, const char *v, int64_t *
     return TFS_OK;
 }
 
-static enum tfs_code set_layer(parser *p, const char *k, const char *v)
+static enum tfs_code set_layer_key(parser *p, const char *k, const char *v)
 {
     tfs_train_config *c = p->c;
     tfs_layer_spec *l = &c->layers[c->model.n_layers - 1];
@@ -279,10 +327,8 @@ static enum tfs_code set_layer(parser *p, const char *k, const char *v)
                  {"activation", TFS_LAYER_ACTIVATION}};
         for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
             if (!strcmp(v, T[i].name)) {
-                tfs_layer_spec fresh = tfs_layer_of(T[i].kind);
-                fresh.units = l->units;
-                memcpy(fresh.name, l->name, sizeof fresh.name);
-                *l = fresh;
+                /* Only the kind: the keys read so far stay (every kind has the same defaults). */
+                l->kind = T[i].kind;
                 return TFS_OK;
             }
         return perr(p, "type: unknown layer type '%s' (dense, conv2d, max_pool2d, avg_pool2d, "
@@ -312,7 +358,7 @@ static enum tfs_code set_layer(parser *p, const char *k, const char *v)
     if (!strcmp(k, "alpha"))
         return get_double(p, k, v, &l->alpha);
     if (!strcmp(k, "use_bias")) {
-        bool b;
+        bool b = true;
         enum tfs_code rc = get_bool(p, k, v, &b);
         l->no_bias = !b;
         return rc;
@@ -331,7 +377,24 @@ static enum tfs_code set_layer(parser *p, const char *k, const char *v)
     }
     if (!strcmp(k, "l2"))
         return get_double(p, k, v, &l->l2);
-    return perr(p, "[layer]: unknown key '%s'", k);
+    return unknown_key(p, "layer", k);
+}
+
+/* Sets a [layer] key and remembers where it was, for the checks of check_layers. */
+static enum tfs_code set_layer(parser *p, const char *k, const char *v)
+{
+    enum tfs_code rc = set_layer_key(p, k, v);
+    if (rc != TFS_OK)
+        return rc;
+    layer_at *at = &p->layer_at[p->c->model.n_layers - 1];
+    for (int i = 0; i < N_LAYER_KEYS; i++)
+        for (int a = 0; a < 3 && LAYER_KEYS[i].keys[a]; a++)
+            if (!strcmp(k, LAYER_KEYS[i].keys[a])) {
+                at->key_line[i] = p->line;
+                at->key_col[i] = p->col;
+                at->key[i] = LAYER_KEYS[i].keys[a];
+            }
+    return TFS_OK;
 }
 
 static enum tfs_code set_optimizer(parser *p, const char *k, const char *v)
@@ -359,6 +422,7 @@ static enum tfs_code set_optimizer(parser *p, const char *k, const char *v)
              {"decay_rate", &o->decay_rate},       {"alpha", &o->alpha},
              {"clip_value", &o->clip_value},       {"clip_norm", &o->clip_norm},
              {"clip_global_norm", &o->clip_global_norm}};
+    p->momentum_set = p->momentum_set || !strcmp(k, "momentum");
     for (size_t i = 0; i < sizeof D / sizeof D[0]; i++)
         if (!strcmp(k, D[i].key))
             return get_double(p, k, v, D[i].d);
@@ -375,14 +439,12 @@ static enum tfs_code set_optimizer(parser *p, const char *k, const char *v)
     if (!strcmp(k, "boundaries"))
         return get_ints(p, k, v, TFS_LR_MAX_PIECES, 0, o->boundaries, &o->n_pieces);
     if (!strcmp(k, "values")) {
-        int n;
-        enum tfs_code rc = get_doubles(p, k, v, TFS_LR_MAX_PIECES + 1, o->values, &n);
-        if (rc == TFS_OK && n != o->n_pieces + 1)
-            return perr(p, "values: %d values for %d boundaries (give boundaries first, and one "
-                        "value more than boundaries)", n, o->n_pieces);
-        return rc;
+        /* Checked against boundaries once both have been read (check_optimizer). */
+        p->values_line = p->line;
+        p->values_col = p->col;
+        return get_doubles(p, k, v, TFS_LR_MAX_PIECES + 1, o->values, &p->n_values);
     }
-    return perr(p, "[optimizer]: unknown key '%s'", k);
+    return unknown_key(p, "optimizer", k);
 }
 
 static enum tfs_code set_train(parser *p, const char *k, const char *v)
@@ -397,7 +459,7 @@ static enum tfs_code set_train(parser *p, const char *k, const char *v)
     if (!strcmp(k, "checkpoint_every_secs"))
         return get_double(p, k, v, &f->checkpoint_every_secs);
     if (!strcmp(k, "keep_checkpoint_max")) {
-        int64_t n;
+        int64_t n = 0;
         enum tfs_code rc = get_int(p, k, v, 0, &n);
         f->keep_checkpoint_max = n > 1000000 ? 1000000 : (int)n;
         return rc;
@@ -415,7 +477,7 @@ static enum tfs_code set_train(parser *p, const char *k, const char *v)
     for (size_t i = 0; i < sizeof S / sizeof S[0]; i++)
         if (!strcmp(k, S[i].key))
             return get_fit_str(p, k, v, S[i].s);
-    return perr(p, "[train]: unknown key '%s'", k);
+    return unknown_key(p, "train", k);
 }
 
 /* ---- the file ------------------------------------------------------------------------------- */
@@ -434,9 +496,64 @@ static void defaults(tfs_train_config *c)
     c->data.prefetch = 2;
 }
 
+static enum tfs_code check_layers(parser *p)
+{
+    static const char *const KIND[TFS_LAYER_KIND_COUNT] = {
+        [TFS_LAYER_DENSE] = "dense", [TFS_LAYER_CONV2D] = "conv2d",
+        [TFS_LAYER_MAX_POOL2D] = "max_pool2d", [TFS_LAYER_AVG_POOL2D] = "avg_pool2d",
+        [TFS_LAYER_FLATTEN] = "flatten", [TFS_LAYER_DROPOUT] = "dropout",
+        [TFS_LAYER_BATCH_NORM] = "batch_norm", [TFS_LAYER_EMBEDDING] = "embedding",
+        [TFS_LAYER_ACTIVATION] = "activation"};
+    for (int i = 0; i < p->c->model.n_layers; i++) {
+        const layer_at *at = &p->layer_at[i];
+        enum tfs_layer_kind kind = p->c->layers[i].kind;
+        if (!at->key_line[0]) {
+            p->line = at->line;
+            p->col = 1;
+            return perr(p, "[layer] %d: type is missing", i);
+        }
+        for (int k = 0; k < N_LAYER_KEYS; k++)
+            if (at->key_line[k] && !(LAYER_KEYS[k].kinds & K(kind))) {
+                p->line = at->key_line[k];
+                p->col = at->key_col[k];
+                return perr(p, "%s: does not apply to a %s layer", at->key[k], KIND[kind]);
+            }
+    }
+    return TFS_OK;
+}
+
+static enum tfs_code check_optimizer(parser *p)
+{
+    tfs_optimizer_spec *o = &p->c->optimizer;
+    /* Momentum without a momentum would be plain SGD: TF1's MomentumOptimizer is always used
+     * with one, 0.9 by convention. */
+    if (o->kind == TFS_OPT_MOMENTUM && !p->momentum_set)
+        o->momentum = 0.9;
+    if (p->values_line && p->n_values != o->n_pieces + 1) {
+        p->line = p->values_line;
+        p->col = p->values_col;
+        return perr(p, "values: %d values for %d boundaries (give one value more than "
+                    "boundaries)", p->n_values, o->n_pieces);
+    }
+    p->col = 1;
+    if (o->schedule == TFS_LR_PIECEWISE && !p->values_line)
+        return perr(p, "[optimizer] schedule piecewise needs boundaries and values");
+    if ((o->schedule == TFS_LR_EXPONENTIAL || o->schedule == TFS_LR_COSINE) && o->decay_steps < 1)
+        return perr(p, "[optimizer] schedule %s needs decay_steps",
+                    o->schedule == TFS_LR_COSINE ? "cosine" : "exponential");
+    return TFS_OK;
+}
+
 static enum tfs_code check(parser *p)
 {
     tfs_train_config *c = p->c;
+    if (p->line < 1)
+        p->line = 1;   /* an empty file */
+    enum tfs_code rc = check_layers(p);
+    if (rc == TFS_OK)
+        rc = check_optimizer(p);
+    if (rc != TFS_OK)
+        return rc;
     p->col = 1;
     if (c->model.n_layers == 0)
         return perr(p, "the model has no [layer] section");
@@ -465,7 +582,10 @@ enum tfs_code tfs_train_config_parse(const char *name, const char *text, size_t 
     defaults(c);
     c->path = tfs_strdup(name);
     parser p = {.name = name, .c = c, .st = st};
-    enum tfs_code rc = c->path ? TFS_OK : TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory");
+    p.layer_at = tfs_calloc(TFS_CONFIG_MAX_LAYERS, sizeof *p.layer_at);
+    enum tfs_code rc = c->path && p.layer_at
+                           ? TFS_OK
+                           : TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory reading %s", name);
     enum { NONE, DATA, MODEL, LAYER, OPTIMIZER, TRAIN } section = NONE;
     size_t pos = 0;
     while (rc == TFS_OK && pos < len) {
@@ -504,7 +624,11 @@ enum tfs_code tfs_train_config_parse(const char *name, const char *text, size_t 
                 break;
             }
             e[-1] = '\0';
-            const char *sec = s + 1;
+            char *sec = s + 1, *se = e - 1;
+            while (*sec == ' ' || *sec == '\t')
+                sec++;
+            while (se > sec && (se[-1] == ' ' || se[-1] == '\t'))
+                *--se = '\0';
             if (!strcmp(sec, "data"))
                 section = DATA;
             else if (!strcmp(sec, "model"))
@@ -518,6 +642,7 @@ enum tfs_code tfs_train_config_parse(const char *name, const char *text, size_t 
                     rc = perr(&p, "more than %d layers", TFS_CONFIG_MAX_LAYERS);
                     break;
                 }
+                p.layer_at[c->model.n_layers].line = p.line;
                 c->layers[c->model.n_layers++] = tfs_layer_of(TFS_LAYER_DENSE);
                 section = LAYER;
             } else {
@@ -542,6 +667,7 @@ enum tfs_code tfs_train_config_parse(const char *name, const char *text, size_t 
             rc = perr(&p, "a key is missing before '='");
             break;
         }
+        p.key_col = (int)(k - line) + 1;
         p.col = (int)(v - line) + 1;
         if (!*v) {
             rc = perr(&p, "%s: the value is missing", k);
@@ -561,6 +687,7 @@ enum tfs_code tfs_train_config_parse(const char *name, const char *text, size_t 
     tfs_free(line);
     if (rc == TFS_OK)
         rc = check(&p);
+    tfs_free(p.layer_at);
     if (rc != TFS_OK) {
         tfs_train_config_free(c);
         return rc;

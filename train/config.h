@@ -9,7 +9,9 @@
  *
  * Syntax: `[section]` headers; `key = value` lines; `#` or `;` start a comment (also after a
  * value); blank lines are ignored. Errors name the file, line and column: "mlp.ini:12:9: layer:
- * unknown activation 'rleu'". Unknown sections and keys are errors (a typo must not be ignored).
+ * unknown activation 'rleu'". Unknown sections and keys are errors (a typo must not be ignored),
+ * and so is a [layer] key that does not apply to the layer's type (`rate` on a dense layer) or a
+ * [layer] without `type`. Keys may come in any order within their section.
  */
 #ifndef TFS_TRAIN_CONFIG_H
 #define TFS_TRAIN_CONFIG_H

@@ -479,7 +479,10 @@ static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop,
                   .epochs = o->epochs, .total = total, .start = now()};
     p.bar = o->progress == 1 || (o->progress < 0 && p.out && isatty(fileno(p.out)));
     p.last = p.start;
-    int64_t done = tfs_dataset_position(f->train).index;
+    /* Examples of this epoch done before (a resume mid-epoch); at an epoch's start the position
+     * still says "end of the previous epoch". */
+    tfs_dataset_pos start = tfs_dataset_position(f->train);
+    int64_t done = start.epoch == epoch ? start.index : 0;
     enum tfs_code rc = TFS_OK;
     for (;;) {
         if (o->max_steps > 0 && tfs_model_global_step(f->m) >= o->max_steps) {

@@ -134,6 +134,13 @@ static enum tfs_code plan_one(const tfs_model_spec *spec, int i, tfs_layer *l, t
     const int64_t *in = l->in_shape;
     l->out_rank = r;
     memcpy(l->out_shape, in, sizeof l->out_shape);
+    if ((unsigned)ls->activation >= TFS_ACT_COUNT)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown activation %d", i,
+                       l->name, (int)ls->activation);
+    if ((unsigned)ls->kernel_init.kind >= TFS_INIT_COUNT ||
+        (unsigned)ls->bias_init.kind >= TFS_INIT_COUNT)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown initializer", i,
+                       l->name);
     switch (ls->kind) {
     case TFS_LAYER_DENSE:
         if (r != 1)
@@ -288,7 +295,7 @@ tfs_out tfs__model_variable(tfs_build_ctx *b, const char *name, const int64_t *d
                             enum tfs_dtype dt, tfs_out init_value, bool weight, bool trainable)
 {
     tfs_shape shape = {.rank = rank};
-    if (rank > 0)
+    if (rank > 0)   /* scalars (global_step, the beta powers) pass dims NULL */
         memcpy(shape.dims, dims, (size_t)rank * sizeof(int64_t));
     tfs_out v = tfs_build_variable(b->g, name, dt, &shape);
     tfs_out init = TFS_OUT_NONE;
@@ -516,15 +523,18 @@ static tfs_out window_op(tfs_build_ctx *b, const tfs_layer *l, const char *op, t
     return y;
 }
 
-/* Keras's fused batch normalization: FusedBatchNormV3 on NHWC (a [B, C] input goes through
+/* Keras's batch normalization: FusedBatchNormV3 on NHWC (a [B, C] input goes through
  * [B, 1, 1, C]); in training mode the batch statistics, and moving averages updated as
- * moving -= (moving - batch) * (1 - momentum). */
+ * moving -= (moving - batch) * (1 - momentum). The batch variance the moving variance moves
+ * toward is Keras's: on images, the fused op's (unbiased, n / (n - 1)); on [B, C] inputs, which
+ * Keras normalizes without the fused op, the biased variance of tf.nn.moments. */
 static tfs_out batch_norm(tfs_build_ctx *b, tfs_layer *l, tfs_out x, bool training)
 {
     tfs_graph *g = b->g;
     const tfs_layer_spec *ls = l->spec;
     int64_t c = l->in_shape[l->in_rank - 1];
     bool flat = l->in_rank == 1;
+    tfs_out x2d = x;
     if (flat)
         x = tfs_build_reshape(g, x, tfs_build_ints(g, 4, (int64_t[]){-1, 1, 1, c}));
     tfs_out mean = l->mean_read, var = l->var_read;
@@ -550,6 +560,10 @@ static tfs_out batch_norm(tfs_build_ctx *b, tfs_layer *l, tfs_out x, bool traini
     if (training) {
         tfs_out decay = tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1.0 - ls->momentum);
         tfs_out stats[2] = {tfs_out_at(y, 1), tfs_out_at(y, 2)};
+        if (flat)
+            stats[1] = tfs_build_reduce(g, "Mean",
+                                        tfs_build_binary(g, "SquaredDifference", x2d, stats[0]),
+                                        tfs_build_ints(g, 1, (int64_t[]){0}), false);
         tfs_out moving[2] = {l->moving_mean, l->moving_var};
         tfs_out reads[2] = {l->mean_read, l->var_read};
         for (int k = 0; k < 2; k++) {

@@ -50,75 +50,112 @@ static bool parse_int(const char *s, int64_t *out)
     return true;
 }
 
+/* The flags, read (and checked) before the config file is. */
+typedef struct flags {
+    int64_t     epochs, max_steps;   /* -1: not given */
+    bool        resume, check_numerics, quiet;
+    const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot;
+    int         progress;            /* -3: not given */
+} flags;
+
+/* Parses one flag into f; false for an unknown flag or a bad value. */
+static bool parse_flag(const char *a, flags *f)
+{
+    const char *v;
+    if ((v = flag_value(a, "--epochs")))
+        return parse_int(v, &f->epochs) && f->epochs > 0;
+    if ((v = flag_value(a, "--max_steps")))
+        return parse_int(v, &f->max_steps);
+    if ((v = flag_value(a, "--progress"))) {
+        f->progress = !strcmp(v, "bar") ? 1 : !strcmp(v, "lines") ? 0 : -2;
+        return f->progress != -2;
+    }
+    if ((v = flag_value(a, "--plot"))) {
+        size_t n = strlen(v);
+        f->plot = v;
+        return n >= 4 && !strcmp(v + n - 4, ".svg");
+    }
+    const struct {
+        const char *name;
+        const char **dst;
+    } S[] = {{"--warm_start", &f->warm_start}, {"--checkpoint_dir", &f->checkpoint_dir},
+             {"--log_dir", &f->log_dir}, {"--export_dir", &f->export_dir}};
+    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++)
+        if ((v = flag_value(a, S[i].name)))
+            return *(*S[i].dst = v) != '\0';
+    const struct {
+        const char *name;
+        bool *dst;
+    } B[] = {{"--resume", &f->resume}, {"--check_numerics", &f->check_numerics},
+             {"--quiet", &f->quiet}};
+    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++)
+        if (!strcmp(a, B[i].name))
+            return *B[i].dst = true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     const char *config = NULL;
-    const char *v;
+    flags fl = {.epochs = -1, .max_steps = -1, .progress = -3};
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-    tfs_status st;
-    tfs_train_config *c = NULL;
-    for (int i = 1; i < argc; i++)
+    /* Usage first: a bad flag is exit 2 whatever the config file holds. */
+    for (int i = 1; i < argc; i++) {
         if (argv[i][0] != '-') {
             if (config) {
-                fprintf(stderr, "tfserve-train: more than one config file\n");
+                fprintf(stderr, "tfserve-train: more than one config file ('%s', '%s')\n",
+                        config, argv[i]);
                 return 2;
             }
             config = argv[i];
+        } else if (!parse_flag(argv[i], &fl)) {
+            if (flag_value(argv[i], "--plot"))
+                fprintf(stderr, "tfserve-train: --plot: only .svg files can be written\n");
+            else
+                fprintf(stderr, "tfserve-train: bad flag '%s' (see --help)\n", argv[i]);
+            return 2;
         }
+    }
     if (!config) {
         usage(stderr);
         return 2;
     }
+    tfs_status st;
+    tfs_train_config *c = NULL;
     if (tfs_train_config_load(config, &c, &st) != TFS_OK) {
         fprintf(stderr, "tfserve-train: %s\n", st.msg);
         return 1;
     }
     tfs_fit_opts *f = &c->fit;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-')
-            continue;
-        bool ok = true;
-        if ((v = flag_value(a, "--epochs")))
-            ok = parse_int(v, &f->epochs) && f->epochs > 0;
-        else if ((v = flag_value(a, "--max_steps")))
-            ok = parse_int(v, &f->max_steps);
-        else if (!strcmp(a, "--resume"))
-            f->resume = true;
-        else if ((v = flag_value(a, "--warm_start")))
-            f->warm_start = v;
-        else if ((v = flag_value(a, "--checkpoint_dir")))
-            f->checkpoint_dir = v;
-        else if ((v = flag_value(a, "--log_dir")))
-            f->log_dir = v;
-        else if ((v = flag_value(a, "--export_dir")))
-            f->export_dir = v;
-        else if ((v = flag_value(a, "--plot")))
-            f->plot = v;
-        else if (!strcmp(a, "--check_numerics"))
-            c->model.check_numerics = true;
-        else if (!strcmp(a, "--quiet"))
-            f->quiet = true;
-        else if ((v = flag_value(a, "--progress")))
-            ok = (f->progress = !strcmp(v, "bar") ? 1 : !strcmp(v, "lines") ? 0 : -2) != -2;
-        else
-            ok = false;
-        if (!ok) {
-            fprintf(stderr, "tfserve-train: bad flag '%s' (see --help)\n", a);
-            tfs_train_config_free(c);
-            return 2;
-        }
-    }
+    if (fl.epochs > 0)
+        f->epochs = fl.epochs;
+    if (fl.max_steps >= 0)
+        f->max_steps = fl.max_steps;
+    if (fl.progress != -3)
+        f->progress = fl.progress;
+    f->resume = f->resume || fl.resume;
+    f->quiet = f->quiet || fl.quiet;
+    c->model.check_numerics = c->model.check_numerics || fl.check_numerics;
+    if (fl.warm_start)
+        f->warm_start = fl.warm_start;
+    if (fl.checkpoint_dir)
+        f->checkpoint_dir = fl.checkpoint_dir;
+    if (fl.log_dir)
+        f->log_dir = fl.log_dir;
+    if (fl.export_dir)
+        f->export_dir = fl.export_dir;
+    if (fl.plot)
+        f->plot = fl.plot;
     if (f->plot) {
         size_t n = strlen(f->plot);
         if (n < 4 || strcmp(f->plot + n - 4, ".svg")) {
-            fprintf(stderr, "tfserve-train: --plot: only .svg files can be written\n");
+            fprintf(stderr, "tfserve-train: %s: plot: only .svg files can be written\n", config);
             tfs_train_config_free(c);
-            return 2;
+            return 1;
         }
     }
     tfs_dataset *train = NULL, *eval = NULL;

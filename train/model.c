@@ -165,30 +165,62 @@ static enum tfs_code check_loss_fits(const tfs_model_spec *spec, const tfs_layer
     return TFS_OK;
 }
 
-/* Adds CheckNumerics on every float output of nodes [from, to) (tf.add_check_numerics_ops). */
+/* How many outputs of a node of op type `op` to check: the data outputs of the multi-output ops
+ * the training graph has (FusedBatchNormV3: y, batch mean, batch variance; the cross-entropy
+ * ops: loss and backprop), else output 0. */
+static int checked_outputs(const char *op)
+{
+    if (!strcmp(op, "FusedBatchNormV3"))
+        return 3;
+    if (!strcmp(op, "SoftmaxCrossEntropyWithLogits") ||
+        !strcmp(op, "SparseSoftmaxCrossEntropyWithLogits"))
+        return 2;
+    return 1;
+}
+
+/* Adds CheckNumerics on every float output of nodes [from, to) (tf.add_check_numerics_ops).
+ * Each check runs after the checks of the nodes its node reads from, so when a NaN spreads
+ * through the graph the check that fails is the one at the op that produced it, not one
+ * further down that the executor happened to run first. */
 static void add_check_numerics(tfs_graph *g, int from, int to, tfs_out **checks, int *n, int *cap)
 {
+    int *check_of = tfs_calloc((size_t)(to - from) + 1, sizeof *check_of);
+    if (!check_of) {
+        tfs_graph_set_error(g, TFS_RESOURCE_EXHAUSTED, "out of memory adding CheckNumerics");
+        return;
+    }
     for (int id = from; id < to; id++) {
+        check_of[id - from] = -1;
         const char *op = tfs_graph_node_op(g, id);
         if (!strcmp(op, "Const") || !strcmp(op, "VariableV2") || !strcmp(op, "Assign"))
             continue;
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < checked_outputs(op); k++) {
             tfs_out o = {id, k};
-            enum tfs_dtype dt = tfs_build_dtype(g, o);
-            if (dt != TFS_DTYPE_FLOAT)
-                break;
+            if (tfs_build_dtype(g, o) != TFS_DTYPE_FLOAT)
+                continue;
             tfs_out c = tfs_build_unary(g, "CheckNumerics", o);
-            if (tfs_out_ok(c)) {
-                char msg[300];
-                snprintf(msg, sizeof msg, "%s:%d", tfs_graph_node_name(g, id), k);
-                tfs_graph_set_attr_string(g, c.node, "message", msg);
+            if (!tfs_out_ok(c))
+                break;
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s:%d", tfs_graph_node_name(g, id), k);
+            tfs_graph_set_attr_string(g, c.node, "message", msg);
+            for (int i = 0; i < tfs_graph_node_input_count(g, id); i++) {
+                char name[256];
+                int index;
+                bool control;
+                if (!tfs_tensor_name_parse(tfs_graph_node_input(g, id, i), name, sizeof name,
+                                           &index, &control) || control)
+                    continue;
+                int p = tfs_graph_find_node(g, name);
+                if (p >= from && p < id && check_of[p - from] >= 0)
+                    tfs_build_control(g, c, (tfs_out){check_of[p - from], 0});
             }
+            if (k == 0)
+                check_of[id - from] = c.node;
             tfs__outs_push(g, checks, n, cap, c);
-            if (strcmp(op, "FusedBatchNormV3") && strcmp(op, "SoftmaxCrossEntropyWithLogits") &&
-                strcmp(op, "SparseSoftmaxCrossEntropyWithLogits"))
-                break;   /* single-output op types: check output 0 only */
         }
     }
+    tfs_free(check_of);
 }
 
 static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tfs_status *st)
@@ -630,9 +662,29 @@ enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor 
     *out = NULL;
     if (i < 0 || i >= m->n_grad || !m->grad_name[i])
         return TFS_ERR(st, TFS_NOT_FOUND, "variable %d has no gradient", i);
+    /* The run draws dropout masks: put the generators back afterwards, so that asking for a
+     * gradient (TensorBoard histograms) leaves the steps' random numbers, and resume
+     * equality, as they were. */
+    tfs_tensor *rng = NULL;
+    enum tfs_code rc = tfs_model_rng_state(m, &rng, st);
+    if (rc != TFS_OK)
+        return rc;
     tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
     const char *fetch = m->grad_name[i];
-    return tfs_session_run(m->s, feeds, 2, &fetch, 1, NULL, 0, out, st);
+    rc = tfs_session_run(m->s, feeds, 2, &fetch, 1, NULL, 0, out, st);
+    if (rng) {
+        tfs_status rst;
+        enum tfs_code rrc = tfs_model_set_rng_state(m, rng, &rst);
+        if (rrc != TFS_OK && rc == TFS_OK) {
+            tfs_tensor_unref(*out);
+            *out = NULL;
+            rc = rrc;
+            if (st)
+                *st = rst;
+        }
+        tfs_tensor_unref(rng);
+    }
+    return rc;
 }
 
 enum tfs_code tfs_model_rng_state(tfs_model *m, tfs_tensor **out, tfs_status *st)

@@ -160,7 +160,8 @@ enum tfs_lr_schedule {
 typedef struct tfs_optimizer_spec {
     enum tfs_optimizer_kind kind;
     double learning_rate;
-    double momentum;        /* MOMENTUM (0.9), RMSPROP (0) */
+    double momentum;        /* MOMENTUM, RMSPROP (0 in the default spec: set it, e.g. 0.9; the
+                             * config file's default for name = momentum is 0.9) */
     bool   nesterov;        /* MOMENTUM, ADAM (ApplyAdam use_nesterov) */
     double beta1, beta2;    /* ADAM (0.9, 0.999) */
     double epsilon;         /* ADAM (1e-7, Keras's), RMSPROP (1e-7), ADAGRAD (1e-7) */
@@ -232,8 +233,10 @@ bool        tfs_model_variable_is_weight(const tfs_model *m, int i);
 enum tfs_code tfs_model_variable_value(tfs_model *m, int i, tfs_tensor **out, tfs_status *st);
 /* Sets a variable (dtype and shape must match: INVALID_ARGUMENT naming it otherwise). */
 enum tfs_code tfs_model_variable_assign(tfs_model *m, int i, tfs_tensor *value, tfs_status *st);
-/* The loss's gradient for trainable weight i on a batch (no update is made): NOT_FOUND for a
- * variable without one (optimizer state, moving statistics). For TensorBoard histograms. */
+/* The loss's gradient for trainable weight i on a batch (no update is made, and the random ops'
+ * generators are left where they were, so training draws the same dropout masks with or without
+ * these calls): NOT_FOUND for a variable without one (optimizer state, moving statistics). For
+ * TensorBoard histograms. */
 enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor *y,
                                  tfs_tensor **out, tfs_status *st);
 /* The index of a variable by name, -1 when absent. */

@@ -12,6 +12,10 @@ Suite *suite_train_fashion_mnist(void);
 Suite *suite_train_faults(void);
 Suite *suite_train_model(void);
 Suite *suite_train_plot(void);
+Suite *suite_train_config(void);
+Suite *suite_train_optimizers(void);
+Suite *suite_train_layers(void);
+Suite *suite_train_fit(void);
 
 int main(void)
 {
@@ -25,6 +29,10 @@ int main(void)
     srunner_add_suite(sr, suite_train_faults());
     srunner_add_suite(sr, suite_train_model());
     srunner_add_suite(sr, suite_train_plot());
+    srunner_add_suite(sr, suite_train_config());
+    srunner_add_suite(sr, suite_train_optimizers());
+    srunner_add_suite(sr, suite_train_layers());
+    srunner_add_suite(sr, suite_train_fit());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
