@@ -237,6 +237,13 @@ enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t
  * padding), elements of esz bytes, into P. */
 void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
                     void *P);
+/* Called on each chunk of Conv2D output rows ([n_rows, n_cols], row-major) right after its GEMM. */
+typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t n_rows, int64_t n_cols);
+/* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
+ * passing each chunk of output rows to rows_fn (NULL: none) -- also an all-zero output when the
+ * input has no channels. Stores the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
+enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
+                             tfs_status *st);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */

@@ -16,6 +16,7 @@
 #include "runtime/build.h"
 #include "runtime/graph.h"
 #include "runtime/log.h"
+#include "runtime/rewrite.h"
 #include "runtime/session.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"

@@ -62,6 +62,24 @@ enum tfs_code tfs__signatures_from_proto(const Tensorflow__MetaGraphDef *mg, tfs
                                          int *n, tfs_status *st);
 void tfs__signatures_free(tfs_signature *sigs, int n);
 
+/* ---- the serving graph (rewrite.c) ---------------------------------------------------------- */
+
+/* What tfs__serving_graph_build makes: the rewritten graph and a session over it (both NULL when
+ * no signature is served by one), which signatures it serves (served[i] for sigs[i]), and the
+ * rewrite's counts. */
+typedef struct tfs_serving_graph {
+    tfs_graph        *graph;
+    tfs_session      *session;
+    bool             *served;
+    tfs_rewrite_stats stats;
+} tfs_serving_graph;
+
+/* Rewrites g (whose restored variables `values` holds) for the usable signatures. Errors only for
+ * running out of memory or a failed rewrite; *out is cleared then. */
+enum tfs_code tfs__serving_graph_build(tfs_graph *g, tfs_session *values, const tfs_signature *sigs,
+                                       int n_sigs, tfs_serving_graph *out, tfs_status *st);
+void tfs__serving_graph_clear(tfs_serving_graph *sg);
+
 /* ---- reading saved_model.pb (load.c) -------------------------------------------------------- */
 
 /* Reads and unpacks <dir>/saved_model.pb. NOT_FOUND when absent, DATA_LOSS when not a SavedModel.

@@ -4,7 +4,10 @@
  * contain every requested tag, imports its GraphDef into a tfs_graph (TF2 function calls inlined,
  * stripped default attrs put back from stripped_op_list), checks that every op the signatures, the
  * restore and the init op need has a kernel, restores variables from <dir>/variables (TensorBundle)
- * by running the saver's restore op, feeds asset paths and runs the init op.
+ * by running the saver's restore op, feeds asset paths and runs the init op. Then, unless turned
+ * off, it rewrites the graph for serving (runtime/rewrite.h): signatures the rewritten graph can
+ * compute on its own run on it, the others (those that assign variables, or read variables another
+ * signature assigns) on the original graph and its session.
  *
  *     tfs_savedmodel *m;
  *     if (tfs_savedmodel_load("/models/half_plus_two/123", NULL, &m, &st) != TFS_OK) ...
@@ -56,6 +59,10 @@ typedef struct tfs_savedmodel tfs_savedmodel;
 
 typedef struct tfs_savedmodel_opts {
     const char *tags;      /* comma-separated; default "serve" */
+    /* Graph rewrites for serving (runtime/rewrite.h: constant folding, Identity removal, BatchNorm
+     * folding, MatMul/Conv2D fusion) are made after the variables are restored, for the
+     * signatures they can serve; true turns them off (default false: on). */
+    bool disable_graph_rewrites;
 } tfs_savedmodel_opts;
 
 tfs_savedmodel_opts tfs_savedmodel_opts_default(void);
@@ -71,11 +78,21 @@ void tfs_savedmodel_free(tfs_savedmodel *m);
 int                  tfs_savedmodel_signature_count(const tfs_savedmodel *m);
 const tfs_signature *tfs_savedmodel_signature_at(const tfs_savedmodel *m, int i); /* sorted by key */
 const tfs_signature *tfs_savedmodel_signature(const tfs_savedmodel *m, const char *key); /* NULL if absent */
+/* The session over the graph as loaded (its variables hold the model's state). Signatures that
+ * run on the rewritten graph use a session of their own: run signatures with
+ * tfs_savedmodel_run. */
 tfs_session         *tfs_savedmodel_session(const tfs_savedmodel *m);
 const char          *tfs_savedmodel_dir(const tfs_savedmodel *m);
 /* Bytes of the tensors the loaded model holds: variable values and graph constants (Const
- * nodes' values). What the loader accounts against --max_model_memory_bytes. */
+ * nodes' values), and the constants the graph rewrites computed. What the loader accounts
+ * against --max_model_memory_bytes. */
 int64_t              tfs_savedmodel_memory_bytes(const tfs_savedmodel *m);
+/* The graph rewrites' counts (nodes_before/after, per-rewrite counts, runs_served), all zero when
+ * they were turned off. Borrowed. */
+const tfs_rewrite_stats *tfs_savedmodel_rewrite_stats(const tfs_savedmodel *m);
+/* True when signature sig of m runs on the rewritten graph. */
+bool                 tfs_savedmodel_signature_rewritten(const tfs_savedmodel *m,
+                                                        const tfs_signature *sig);
 
 /* Runs a signature: inputs by alias (missing ones taken from the signature's defaults; unknown or
  * missing-without-default ones are INVALID_ARGUMENT), fetches every output in signature order into

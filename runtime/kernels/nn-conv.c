@@ -7,6 +7,9 @@
  * output [n, oh, ow, out_c] is then [n*oh*ow, out_c] = patches x filter, one sgemm/dgemm per chunk
  * of rows (the patch buffer is bounded, so a large batch does not need a huge temporary). A 1x1
  * convolution with stride 1 needs no patches: the input itself is the [n*h*w, in_c] matrix.
+ * tfs__nn_conv2d is that driver; _FusedConv2D (nn-fused.c) passes it a callback that adds the bias
+ * and applies the activation to each chunk of output rows right after its GEMM, while the chunk
+ * is still in cache, and the GEMM calls are the same as Conv2D's (so are the products' bits).
  *
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.
@@ -21,14 +24,16 @@
  * than one big buffer (Conv2D 28x28x32, 5x5x64, batch 8: 2 MiB vs 32 MiB). */
 #define PATCH_BUDGET_BYTES ((size_t)2 << 20)
 
-static enum tfs_code conv_inputs(tfs_kernel_ctx *k, enum tfs_dtype *T, tfs_status *st)
+/* Checks inputs 0 (input) and 1 (filter); n_in: the inputs the op has (_FusedConv2D: more). */
+static enum tfs_code conv_inputs(tfs_kernel_ctx *k, int n_in, enum tfs_dtype *T, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_code rc = tfs__attr_type(n, "T", T, st);
     if (rc != TFS_OK)
         return rc;
-    if (k->n_in != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, has %d", k->n_in);
+    if (k->n_in != n_in)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects %d inputs, has %d", n_in,
+                             k->n_in);
     for (int i = 0; i < 2; i++)
         if (k->in[i]->dtype != *T)
             return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input %d has dtype %s, but attr T is %s",
@@ -106,11 +111,12 @@ static void gemm_rows(enum tfs_dtype T, int64_t rows, int64_t n_out, int64_t kdi
         tfs__dgemm(false, false, rows, n_out, kdim, 1.0, A, kdim, F, n_out, 0.0, out, n_out);
 }
 
-enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
+enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
+                             tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_dtype T;
-    enum tfs_code rc = conv_inputs(k, &T, st);
+    enum tfs_code rc = conv_inputs(k, rows_fn ? k->n_in : 2, &T, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0], *f = k->in[1];
@@ -141,8 +147,11 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     int64_t rows = g.batch * g.out_h * g.out_w;
     char *O = out->data;
     char *P = NULL;
-    if (out->nelem == 0 || kdim == 0)   /* kdim = 0: in_c = 0, a sum of nothing */
+    if (out->nelem == 0 || kdim == 0) {   /* kdim = 0: in_c = 0, a sum of nothing */
+        if (rows_fn && out->nelem > 0)
+            rows_fn(arg, O, rows, out_c);
         goto done;
+    }
     bool direct = g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                   g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
     int64_t chunk = direct ? INT_MAX : (int64_t)(PATCH_BUDGET_BYTES / ((size_t)kdim * esz));
@@ -162,6 +171,8 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
             A = P;
         }
         gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);
+        if (rows_fn)
+            rows_fn(arg, O + (size_t)(r0 * out_c) * esz, nr, out_c);
     }
 done:
     tfs_free(P);
@@ -171,6 +182,11 @@ fail:
     tfs_free(P);
     tfs_tensor_unref(out);
     return rc;
+}
+
+enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return tfs__nn_conv2d(k, NULL, NULL, st);
 }
 
 /* ---- DepthwiseConv2dNative ------------------------------------------------------------------ */
@@ -210,7 +226,7 @@ enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_dtype T;
-    enum tfs_code rc = conv_inputs(k, &T, st);
+    enum tfs_code rc = conv_inputs(k, 2, &T, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0], *f = k->in[1];

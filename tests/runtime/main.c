@@ -37,6 +37,9 @@ Suite *suite_runtime_nn_grad_conv(void);
 Suite *suite_runtime_nn_grad_pool(void);
 Suite *suite_runtime_nn_grad_norm(void);
 Suite *suite_runtime_nn_grad_loss(void);
+Suite *suite_runtime_rewrite(void);
+Suite *suite_runtime_rewrite_fuse(void);
+Suite *suite_runtime_nn_fused(void);
 
 /* TFS_TEST_BUFFER_REUSE=0 runs every suite with buffer reuse off (ctest's runtime-noreuse);
  * otherwise kernels write into poisoned arena regions wherever a test runs a graph twice
@@ -85,6 +88,9 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_nn_grad_pool());
     srunner_add_suite(sr, suite_runtime_nn_grad_norm());
     srunner_add_suite(sr, suite_runtime_nn_grad_loss());
+    srunner_add_suite(sr, suite_runtime_rewrite());
+    srunner_add_suite(sr, suite_runtime_rewrite_fuse());
+    srunner_add_suite(sr, suite_runtime_nn_fused());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -227,6 +227,7 @@ static void set_ints(tfs_graph *g, tfs_out o, const char *name, int n, const int
     }
 
 UNARY_BUILDER(b_identity, "Identity")
+UNARY_BUILDER(b_snapshot, "Snapshot")
 UNARY_BUILDER(b_neg, "Neg")
 UNARY_BUILDER(b_abs, "Abs")
 UNARY_BUILDER(b_square, "Square")
@@ -545,6 +546,7 @@ static tfs_out b_slice(tfs_graph *g, const tfs_out *x)
 /* clang-format off */
 static const grad_case CASES[] = {
     CASE("Identity", "Identity", b_identity, "2x3", -1, 1, D),
+    CASE("Snapshot", "Snapshot", b_snapshot, "2x3", -1, 1, D),
     CASE("CheckNumerics", "CheckNumerics", b_check_numerics, "4", -1, 1, D),
     CASE("Add", "Add broadcast [2,3]+[3]", b_add, "2x3 3", -1, 1, D),
     CASE("AddV2", "AddV2 broadcast [2,1]+[1,3]", b_add_v2, "2x1 1x3", -1, 1, D),

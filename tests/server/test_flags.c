@@ -30,6 +30,7 @@ START_TEST(test_flags_defaults)
     ck_assert_str_eq(f.model_name, "default");
     ck_assert_str_eq(f.model_base_path, "");
     ck_assert_str_eq(f.saved_model_tags, "serve");
+    ck_assert(f.graph_rewrites);
     ck_assert_int_eq(f.verbosity, TFS_LOG_LEVEL_INFO);
     ck_assert(!f.version && !f.help);
     ck_assert_int_eq(f.n_unknown, 0);
@@ -44,8 +45,10 @@ START_TEST(test_flags_values)
                     "--rest_api_timeout_in_ms=250", "--saved_model_tags=serve,gpu",
                     "--verbosity=debug", "--model_name=last_wins", "--grpc_num_threads=5",
                     "--grpc_max_threads=12",
-                    "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b"};
-    tfs_server_flags f = parse_ok(13, argv);
+                    "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b",
+                    "--graph_rewrites=false"};
+    tfs_server_flags f = parse_ok(14, argv);
+    ck_assert(!f.graph_rewrites);
     ck_assert_int_eq(f.grpc_num_threads, 5);
     ck_assert_int_eq(f.grpc_max_threads, 12);
     /* the first '=' ends the flag name; the rest is the value, '=' and ',' included */
@@ -139,7 +142,8 @@ START_TEST(test_flags_usage_and_version)
                            "--rest_api_timeout_in_ms=30000", "--model_name=default",
                            "--model_base_path=", "--saved_model_tags=serve", "--verbosity=info",
                            "--version=false", "--help=false", "--grpc_num_threads=2",
-                           "--grpc_max_threads=", "--grpc_channel_arguments="};
+                           "--grpc_max_threads=", "--grpc_channel_arguments=",
+                           "--graph_rewrites=true"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(text, names[i]), "usage lacks %s:\n%s", names[i], text);
     free(text);
