@@ -401,6 +401,7 @@ static void load_one(tfs_loader *l, version_entry *v)
                      (long long)v->version, name, dir);
         tfs_savedmodel_opts so = tfs_savedmodel_opts_default();
         so.tags = l->tags;
+        so.disable_graph_rewrites = l->opts.disable_graph_rewrites;
         rc = tfs_savedmodel_load(dir, &so, &model, &st);
         if (rc == TFS_OK && l->opts.warmup) {
             rc = l->opts.warmup(l->opts.warmup_ctx, name, v->version, dir, model, &st);

@@ -120,6 +120,8 @@ typedef struct tfs_loader_opts {
     int64_t       max_model_memory_bytes;          /* 0 = no limit (default); a refused load
                                                     * is not retried until its files change */
     int           num_load_threads;                /* default 2; versions load in parallel */
+    bool          disable_graph_rewrites;          /* default false: each version's graph is
+                                                    * rewritten for serving (savedmodel.h) */
     tfs_warmup_fn warmup;                          /* NULL: none */
     void         *warmup_ctx;
     /* Dynamic batching (--enable_batching): the loader then owns one tfs_batcher with

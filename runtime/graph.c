@@ -107,6 +107,7 @@ void tfs_graph_unref(tfs_graph *g)
     for (int i = 0; i < g->n_funcs; i++)
         function_clear(&g->funcs[i]);
     tfs_free(g->funcs);
+    tfs__build_state_free(g);
     for (int i = 0; i < g->n_nodes; i++)
         node_clear(&g->nodes[i]);
     tfs_free(g->nodes);
@@ -185,6 +186,19 @@ void tfs_graph_set_error(tfs_graph *g, enum tfs_code code, const char *fmt, ...)
     va_start(ap, fmt);
     tfs_status_vset(&g->err, code, fmt, ap);
     va_end(ap);
+}
+
+enum tfs_code tfs_graph_status(const tfs_graph *g, tfs_status *st)
+{
+    if (!g)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "no graph");
+    if (g->err.code != TFS_OK) {
+        if (st)
+            *st = g->err;
+        return g->err.code;
+    }
+    tfs_status_clear(st);
+    return TFS_OK;
 }
 
 #define OOM(g, what) tfs_graph_set_error((g), TFS_RESOURCE_EXHAUSTED, "out of memory %s", (what))
@@ -700,6 +714,48 @@ fail:
 }
 
 /* ---- reading -------------------------------------------------------------------------------- */
+
+int tfs__graph_data_input_count(const tfs_graph *g, int node)
+{
+    const tfs_node *n = tfs__graph_node(g, node);
+    if (!n)
+        return 0;
+    if (g->finalized)
+        return n->n_inputs;
+    int k = 0;
+    for (int i = 0; i < n->n_text_inputs; i++)
+        k += n->text_inputs[i][0] != '^';
+    return k;
+}
+
+bool tfs__graph_input_edge(const tfs_graph *g, int node, int i, tfs_edge *e)
+{
+    const tfs_node *n = tfs__graph_node(g, node);
+    if (!n || i < 0)
+        return false;
+    if (g->finalized) {
+        if (i >= n->n_inputs)
+            return false;
+        *e = n->inputs[i];
+        return true;
+    }
+    for (int t = 0, k = 0; t < n->n_text_inputs; t++) {
+        const char *name;
+        size_t len;
+        int idx;
+        bool ctrl;
+        if (n->text_inputs[t][0] == '^' || k++ != i)
+            continue;
+        if (!split_input(n->text_inputs[t], &name, &len, &idx, &ctrl))
+            return false;
+        int src = hash_find(g, name, len);
+        if (src < 0)
+            return false;
+        *e = (tfs_edge){src, idx};
+        return true;
+    }
+    return false;
+}
 
 const tfs_node *tfs__graph_node(const tfs_graph *g, int id)
 {

@@ -98,6 +98,8 @@ void tfs_graph_set_attr_tensor(tfs_graph *g, int node, const char *name, tfs_ten
 /* Records a builder error (e.g. from an importer); the first one sticks. */
 void tfs_graph_set_error(tfs_graph *g, enum tfs_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The graph's sticky builder error: OK (st cleared) while building has not failed. */
+enum tfs_code tfs_graph_status(const tfs_graph *g, tfs_status *st);
 /* Resolves every input to a node (NOT_FOUND "node 'y': input 'z' not found"), checks output
  * indices against the op's output count where the op is known, then freezes the graph. */
 enum tfs_code tfs_graph_finalize(tfs_graph *g, tfs_status *st);

@@ -4,7 +4,8 @@
  * DESIGN. The op set is closed and listed once in runtime/ops.def; including it with different
  * TFS_OP definitions yields enum tfs_op, the op table (TensorFlow name, CPU kernel, output-count
  * rule, flags) and the kernel prototypes. A kernel reads its node's attributes and input tensors
- * and stores one new reference per output in k->out[]. Reference-typed tensors (VariableV2 outputs,
+ * and stores one new reference per output in k->out[]; outputs it computes are best allocated
+ * with tfs__kernel_output, which places them by the run's memory plan (see the reuse rule there). Reference-typed tensors (VariableV2 outputs,
  * dtype base+100) carry a tfs_variable*; the session replaces them by the variable's value before a
  * kernel sees them unless the op has TFS_OPF_REF_INPUTS (Assign). DT_RESOURCE handles
  * (VarHandleOp) pass through every op untouched; ReadVariableOp and friends dereference them.
@@ -65,13 +66,26 @@ struct tfs_graph {
     int         hash_cap;
     bool        finalized;
     tfs_status  err;           /* sticky builder error */
+    /* Builder state (build.c): the name-scope prefix, and its length before each push. */
+    char       *scope;
+    int         scope_depth;
+    size_t     *scope_lens;
 };
 
 const tfs_node *tfs__graph_node(const tfs_graph *g, int id);
+/* Data input i of a node as an edge, also before finalize (parsed from the text input); false
+ * when there is no such input or it names no node. */
+bool tfs__graph_input_edge(const tfs_graph *g, int node, int i, tfs_edge *e);
+/* Number of data (non-control) inputs of a node, also before finalize. */
+int tfs__graph_data_input_count(const tfs_graph *g, int node);
+/* Builder state of build.c, freed with the graph. */
+void tfs__build_state_free(tfs_graph *g);
 /* Index of the library function `name` in g->funcs, or -1. */
 int tfs__graph_function_index(const tfs_graph *g, const char *name);
 
 /* ---- kernels -------------------------------------------------------------------------------- */
+
+typedef struct tfs_mem_run tfs_mem_run;   /* a run's memory plan state (memplan-impl.h) */
 
 typedef struct tfs_kernel_ctx {
     tfs_session       *sess;
@@ -81,9 +95,70 @@ typedef struct tfs_kernel_ctx {
     int                n_in;
     tfs_tensor       **out;    /* n_out slots, NULL on entry; kernel stores new references */
     int                n_out;
+    tfs_mem_run       *mem;    /* NULL: tfs__kernel_output allocates from the heap */
+    int                mem_out0;   /* the run's number for output 0 (memplan-impl.h) */
 } tfs_kernel_ctx;
 
 typedef enum tfs_code (*tfs_kernel_fn)(tfs_kernel_ctx *k, tfs_status *st);
+
+/* Output j (< k->n_out) of dtype dt and shape [rank, dims] for the kernel to fill: a new
+ * reference the kernel stores in k->out[j]. Errors as tfs_tensor_new's (bad rank or dims, too
+ * large, out of memory).
+ *
+ * The contents are UNDEFINED: the kernel must write every element (tfs__kernel_output_zeroed
+ * gives zeros, for kernels that accumulate into their output or leave elements out). When the
+ * session has a memory plan for this run (runtime/memplan.c) the tensor lies in a region of the
+ * run's arena that other values of the run use at other times; otherwise it is a heap tensor.
+ * Kernels may treat both alike: keep references to the tensor, return it, alias it (views via
+ * tfs_tensor_reshape, passing it through as an output) -- reuse is the planner's business.
+ *
+ * THE REUSE RULE. A planned region is handed out only when no tensor over an overlapping region
+ * is alive: every planned tensor marks its region dead from its deallocator, i.e. when its last
+ * reference goes (including the reference a view holds on its source), and tfs__kernel_output
+ * falls back to the heap when any overlapping region is still live. So a fetched output, a value
+ * assigned to a variable, a tensor stored in a TensorList or returned from a function, or an
+ * Identity/Reshape/Squeeze/ExpandDims/Snapshot alias of any of them keeps its region to itself
+ * for as long as it is referenced, whatever the plan assumed; a run never has to predict aliases.
+ * What the planner learns about lifetimes (values alive at the end of a run are not planned next
+ * time) only decides how often the fallback is needed. Nothing may write into a tensor's data
+ * through a pointer kept after releasing its last reference. Strings and other dtypes that own
+ * per-element memory are never planned. */
+enum tfs_code tfs__kernel_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                                 const int64_t *dims, tfs_tensor **out, tfs_status *st);
+enum tfs_code tfs__kernel_output_zeroed(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                                        const int64_t *dims, tfs_tensor **out, tfs_status *st);
+
+/* Plan-cache and memory-plan counters of a session (and the function bodies it runs), since
+ * tfs_session_new. For tests and benchmarks. */
+typedef struct tfs_plan_stats {
+    int64_t plan_hits;         /* tfs_session_run calls that found their run plan cached */
+    int64_t plan_misses;       /* ... that built one (errors included) */
+    int64_t mem_hits;          /* runs (function bodies included) with a memory plan for their
+                                * feed shapes */
+    int64_t mem_misses;        /* runs that learned one (buffer reuse on) */
+    int64_t planned_outputs;   /* tfs__kernel_output results in a planned region */
+    int64_t heap_outputs;      /* tfs__kernel_output results on the heap (reuse on) */
+    int64_t arenas_created;    /* arenas allocated; flat in a steady state */
+} tfs_plan_stats;
+void tfs__session_plan_stats(const tfs_session *s, tfs_plan_stats *out);
+
+/* Test hooks, process-wide, read when a session is created (NO_REUSE) or per output:
+ *   NO_REUSE      sessions behave as if tfs_session_opts.disable_buffer_reuse were set;
+ *   POISON        tfs__kernel_output fills undefined outputs with 0xff bytes (NaN, -1), so a
+ *                 kernel that relies on zeroed outputs fails its tests;
+ *   PLAN_ESCAPED  values alive at the end of a run are planned too (each in a region of its
+ *                 own), so single-op test graphs, whose only output is fetched, exercise
+ *                 kernels writing into arenas. Safe by the reuse rule, only wasteful. */
+enum {
+    TFS_PLAN_TEST_NO_REUSE = 1u << 0,
+    TFS_PLAN_TEST_POISON = 1u << 1,
+    TFS_PLAN_TEST_PLAN_ESCAPED = 1u << 2,
+};
+void tfs__plan_set_test_flags(unsigned flags);
+unsigned tfs__plan_test_flags(void);
+/* Bytes of idle (pooled) arenas all memory plans of the process may keep together; an arena
+ * beyond it is freed when its run ends. Negative: the default, 512 MiB. */
+void tfs__plan_set_idle_budget(int64_t bytes);
 /* Number of outputs given the node's attrs; -1 when they are missing or invalid. NULL = 1. */
 typedef int (*tfs_nout_fn)(const tfs_node *n);
 
@@ -91,6 +166,7 @@ enum {
     TFS_OPF_REF_INPUTS = 1u << 0,   /* inputs stay reference-typed (Assign, AssignAdd) */
     TFS_OPF_STATEFUL   = 1u << 1,   /* never constant-folded, never deduplicated */
     TFS_OPF_FUNCTIONS  = 1u << 2,   /* func attrs name library functions it runs (While, If) */
+    TFS_OPF_RANDOM     = 1u << 3,   /* keeps a generator in the session (rng-impl.h) */
 };
 
 struct tfs_op_def {
@@ -130,7 +206,7 @@ enum tfs_code tfs__example_check(const void *data, size_t len, int64_t *n_featur
                                  int64_t *n_values, tfs_status *st);
 
 /* nn (helper nn): shared by runtime/kernels/nn-*.c (defined in nn-util.c) */
-int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2: 5 */
+int tfs__nn_nout_batch_norm(const tfs_node *n);      /* FusedBatchNorm, V2, and the Grads: 5 */
 int tfs__nn_nout_batch_norm_v3(const tfs_node *n);   /* FusedBatchNormV3: 6 */
 /* Optional attrs with TensorFlow's default when absent (stripped default attrs). */
 enum tfs_code tfs__nn_attr_bool(const tfs_node *n, const char *name, bool dflt, bool *out,
@@ -153,6 +229,22 @@ typedef struct tfs_nn_geom {
  * data_format (NHWC only), by TensorFlow's rules; INVALID_ARGUMENT naming the node otherwise. */
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* The same from an NHWC shape alone (the gradient ops get the input's shape as a tensor). */
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st);
+/* Conv2D's patch matrix (kernels/nn-conv.c): rows [r0, r0 + rows) of the flattened (n, oh, ow)
+ * space, each the k_h*k_w*in_c input values under that output pixel's window (zeros in the
+ * padding), elements of esz bytes, into P. */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
+                    void *P);
+/* Called on each chunk of Conv2D output rows ([n_rows, n_cols], row-major) right after its GEMM. */
+typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t n_rows, int64_t n_cols);
+/* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
+ * passing each chunk of output rows to rows_fn (NULL: none) -- also an all-zero output when the
+ * input has no channels. rows_fn may run on several threads at once, for disjoint chunks. Stores
+ * the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
+enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
+                             tfs_status *st);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
@@ -197,6 +289,10 @@ enum tfs_code tfs__arr_strided_copy(tfs_tensor *dst, int64_t dbase, const int64_
 /* tfs_tensor_new with errors naming the node (rank, negative dims, overflow). */
 enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, const int64_t *dims,
                                 tfs_tensor **out, tfs_status *st);
+/* The same checks, then output j through tfs__kernel_output (contents undefined) or, when
+ * `zeroed`, tfs__kernel_output_zeroed. */
+enum tfs_code tfs__arr_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                              const int64_t *dims, bool zeroed, tfs_tensor **out, tfs_status *st);
 /* farmhash Fingerprint64 (farmhashna::Hash64), as TensorFlow's Fingerprint64; kernels/array-string.c */
 uint64_t tfs__fingerprint64(const void *data, size_t len);
 
@@ -205,7 +301,9 @@ uint64_t tfs__fingerprint64(const void *data, size_t len);
 /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major; op transposes when ta/tb.
  * Every float/double matrix product the kernels make goes through these two, so the GEMM
  * implementation (and its threads) is chosen in one place. Callers check that the sizes and
- * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. */
+ * leading dimensions fit in an int; m, n or k of 0 only scales C by beta. With beta = 0, C is
+ * not read (BLAS's rule): kernels pass outputs from tfs__kernel_output, whose contents are
+ * undefined (NaN in the test suites' poisoned arenas). */
 void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
@@ -261,6 +359,24 @@ enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const
 enum tfs_code tfs__variable_read(tfs_variable *v, tfs_tensor **out, tfs_status *st);
 /* Replaces the value; keeps a reference to `value`. */
 void tfs__variable_assign(tfs_variable *v, tfs_tensor *value);
+
+/* Updating a variable without copying it (optimizers, AssignAdd). With v->mu held and v->value
+ * set: *dst = v->value itself when nothing else references it (tfs_tensor_exclusive: readers take
+ * their references under v->mu, so none can appear meanwhile), else a copy of it (copy-on-write:
+ * whoever holds the old value keeps seeing it unchanged). The caller updates *dst's elements in
+ * place, then tfs__variable_update_commit (v->mu still held) installs *dst and returns the tensor
+ * it replaced (NULL after an in-place update) for the caller to unref after unlocking. */
+enum tfs_code tfs__variable_update_begin(tfs_variable *v, tfs_tensor **dst, tfs_status *st);
+tfs_tensor *tfs__variable_update_commit(tfs_variable *v, tfs_tensor *dst);
+
+/* For kernels (kernels/state.c): the variable behind input i, which must be a reference tensor
+ * (a VariableV2 output; want_ref) or a DT_RESOURCE handle; INVALID_ARGUMENT naming the node
+ * otherwise. */
+enum tfs_code tfs__variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs_variable **out,
+                                  tfs_status *st);
+/* A new reference to input i's value: the tensor itself, or the variable's current value when it
+ * is a reference tensor (ops with TFS_OPF_REF_INPUTS see all inputs as references). */
+enum tfs_code tfs__value_input(tfs_kernel_ctx *k, int i, tfs_tensor **out, tfs_status *st);
 
 /* The session's checkpoint reader (for RestoreV2). */
 const tfs_checkpoint_reader *tfs__session_checkpoint(const tfs_session *s);

@@ -13,8 +13,10 @@
 #define TFS_RUNTIME_RUNTIME_H
 
 #include "runtime/alloc.h"
+#include "runtime/build.h"
 #include "runtime/graph.h"
 #include "runtime/log.h"
+#include "runtime/rewrite.h"
 #include "runtime/session.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"

@@ -1,18 +1,24 @@
-/* Sessions (see session.h): planning a run (resolve names, prune, order) and executing the plan.
- * The variables a session owns live in variable.c.
+/* Sessions (see session.h): planning a run (resolve names, prune, order), caching the plans and
+ * executing them. The variables a session owns live in variable.c, the plan cache in
+ * plan-cache.c, memory plans for kernel outputs in memplan.c.
  *
  * DESIGN. A run is two steps with a plain data structure between them:
  *   plan_build()   feed/fetch/target names -> run_plan: the nodes to execute in topological order,
  *                  which value slots the feeds fill, and how many times each value is used.
- *                  Pure function of the (immutable) graph and the names, so it can be cached.
- *   plan_execute() run_plan + feed tensors -> fetched tensors. Owns all per-run state.
+ *                  Pure function of the (immutable) graph and the names, so it is cached: the
+ *                  top session keeps run plans by (feed, fetch, target) names (plan-cache.c), so
+ *                  a repeated run resolves, prunes and orders nothing.
+ *   plan_execute() run_plan + feed tensors -> fetched tensors. Owns all per-run state, which
+ *                  comes from a small pool per plan, and brackets the run with the plan's
+ *                  memory plan for the feeds' shapes (memplan.c).
  * Every output of every node has a "value slot" (slot_base[node] + index); a run keeps one tensor
  * pointer per slot and drops it after its last consumer, so intermediate memory is released as
  * early as the order allows.
  *
  * Threads: the graph and the session's slot/consumer tables are immutable after tfs_session_new,
  * and each run keeps its state on its own, so runs proceed in parallel. Variables (variable.c)
- * have their own locks.
+ * and the random ops' generators (rng.c: one table per session and per prepared function, since
+ * TensorFlow keeps a generator per kernel) have their own locks.
  *
  * Functions. The session made by tfs_session_new (the "top" session) prepares each function of
  * its graph's library once: a child session over the body (sharing the top session's variables,
@@ -22,6 +28,9 @@
  * again. All of it happens inside tfs_session_new, so afterwards the prepared functions are as
  * immutable as the rest, and tfs__session_call (kernels/control.c) only executes a cached plan.
  */
+#include "runtime/memplan-impl.h"
+#include "runtime/plan-cache-impl.h"
+#include "runtime/rng-impl.h"
 #include "runtime/runtime-impl.h"
 #include "runtime/variable-impl.h"
 
@@ -48,6 +57,8 @@ typedef struct prepared_fn {
 } prepared_fn;
 
 #define MAX_FUNCTION_NESTING 64
+#define STATE_POOL_MAX 8     /* idle per-run states kept per plan */
+#define STACK_FEEDS 16       /* feed names a run keys its plan with without allocating */
 
 struct tfs_session {
     tfs_graph            *graph;
@@ -66,7 +77,23 @@ struct tfs_session {
     int       max_in;       /* largest data input count of any node */
     int       max_out;      /* largest slot count of any node */
     tfs_var_map *vars;      /* thread-safe on its own; owned by the top session */
+    tfs_rng_table *rng;     /* this graph's random-op generators (each session its own) */
+    bool            reuse;       /* memory plans on (from the top session's opts) */
+    int             mem_plans;   /* memory plans kept per run plan */
+    tfs_mem_stats  *stats;       /* the top session's counters */
+    tfs_mem_stats   own_stats;   /* top session only */
+    tfs_plan_cache *plans;       /* top session only: run plans by names */
 };
+
+/* Per-run state of plan_execute, pooled per plan (one allocation each). */
+typedef struct run_state {
+    tfs_tensor **vals;        /* [n_slots] current value of each slot (owned), or NULL */
+    int         *remaining;   /* [n_slots] uses not yet made */
+    tfs_tensor **in;          /* [max_in] kernel inputs (borrowed or from derefs) */
+    tfs_tensor **derefs;      /* [max_in] variable values read for ref inputs (owned) */
+    tfs_tensor **out;         /* [max_out] kernel outputs */
+    struct run_state *next;   /* pool link */
+} run_state;
 
 /* The plan of one run: what plan_build computes from names alone. */
 struct run_plan {
@@ -78,6 +105,15 @@ struct run_plan {
     int      *order;        /* nodes to execute, producers first */
     int      *feed_of;      /* [n_slots] feed index filling the slot, or -1 */
     int      *uses;         /* [n_slots] consumers in the plan + fetches reading the slot */
+    /* Set by plan_prepare for plans that run (not for tfs_session_check's). */
+    bool      prepared;
+    int      *feed_dtype;   /* [n_feeds] the dtype a fed Placeholder demands, or -1 */
+    int      *out_base;     /* [n_order] the run's number of each step's output 0 (memplan) */
+    tfs_mem_cache  *mem;    /* memory plans; NULL when buffer reuse is off */
+    _Atomic(run_state *) spare;   /* one idle per-run state, taken and given without the lock */
+    pthread_mutex_t pool_mu;
+    run_state *pool;        /* more idle per-run states */
+    int        n_pool;
 };
 
 static int edge_slot(const tfs_session *s, tfs_edge e)
@@ -103,6 +139,8 @@ tfs_session_opts tfs_session_opts_default(void)
     tfs_session_opts o;
     memset(&o, 0, sizeof o);
     o.max_loop_iterations = TFS_SESSION_MAX_LOOP_ITERATIONS;
+    o.plan_cache_size = TFS_SESSION_PLAN_CACHE_SIZE;
+    o.memory_plans = TFS_SESSION_MEMORY_PLANS;
     return o;
 }
 
@@ -190,6 +228,8 @@ static enum tfs_code build_consumers(tfs_session *s, tfs_status *st)
 }
 
 static void plan_free(run_plan *p);
+static void plan_destroy(void *p);
+static enum tfs_code plan_prepare(const tfs_session *s, run_plan *p, tfs_status *st);
 static enum tfs_code plan_build(const tfs_session *s, const char *const *feeds, int nfeeds,
                                 const char *const *fetches, int nfetches,
                                 const char *const *targets, int ntargets, run_plan *p,
@@ -211,20 +251,37 @@ static enum tfs_code session_create(tfs_graph *g, const tfs_session_opts *opts, 
         s->ckpt = top->ckpt;
         s->max_iters = top->max_iters;
         s->vars = top->vars;
+        s->reuse = top->reuse;
+        s->mem_plans = top->mem_plans;
+        s->stats = top->stats;
     } else {
         s->top = s;
         s->max_iters = TFS_SESSION_MAX_LOOP_ITERATIONS;
+        s->reuse = !(tfs__plan_test_flags() & TFS_PLAN_TEST_NO_REUSE);
+        s->mem_plans = TFS_SESSION_MEMORY_PLANS;
+        s->stats = &s->own_stats;
+        int cache_size = TFS_SESSION_PLAN_CACHE_SIZE;
         if (opts) {
             s->ckpt = opts->checkpoint;
             if (opts->max_loop_iterations > 0)
                 s->max_iters = opts->max_loop_iterations;
+            if (opts->plan_cache_size > 0)
+                cache_size = opts->plan_cache_size;
+            if (opts->memory_plans > 0)
+                s->mem_plans = opts->memory_plans;
+            if (opts->disable_buffer_reuse)
+                s->reuse = false;
         }
         rc = tfs__var_map_new(&s->vars, st);
+        if (rc == TFS_OK)
+            rc = tfs__plan_cache_new(cache_size, plan_destroy, &s->plans, st);
     }
     if (rc == TFS_OK)
         rc = build_slots(s, st);
     if (rc == TFS_OK)
         rc = build_consumers(s, st);
+    if (rc == TFS_OK)
+        rc = tfs__rng_table_new(g, &s->rng, st);
     if (rc != TFS_OK) {
         tfs_session_free(s);
         return rc;
@@ -257,6 +314,8 @@ static void prepare_function(tfs_session *top, int i)
                               (const char *const *)f->outputs, f->n_out, NULL, 0, p,
                               &pf->missing, &pf->n_missing, &pf->err) != TFS_OK) {
             tfs_free(p);
+        } else if (plan_prepare(pf->sess, p, &pf->err) != TFS_OK) {
+            plan_destroy(p);
         } else {
             pf->plan = p;
         }
@@ -296,17 +355,17 @@ void tfs_session_free(tfs_session *s)
 {
     if (!s)
         return;
+    tfs__plan_cache_free(s->plans);
     for (int i = 0; s->fns && i < s->graph->n_funcs; i++) {
         prepared_fn *pf = &s->fns[i];
-        if (pf->plan)
-            plan_free(pf->plan);
-        tfs_free(pf->plan);
+        plan_destroy(pf->plan);
         tfs_free(pf->missing);
         tfs_session_free(pf->sess);
     }
     tfs_free(s->fns);
     if (s->top == s)
         tfs__var_map_free(s->vars);
+    tfs__rng_table_free(s->rng);
     tfs_free(s->slot_base);
     tfs_free(s->slot_count);
     tfs_free(s->slot_owner);
@@ -591,7 +650,57 @@ static void plan_free(run_plan *p)
     tfs_free(p->order);
     tfs_free(p->feed_of);
     tfs_free(p->uses);
+    tfs_free(p->feed_dtype);
+    tfs_free(p->out_base);
+    if (p->prepared) {
+        tfs__mem_cache_free(p->mem);
+        tfs_free(atomic_load(&p->spare));
+        while (p->pool) {
+            run_state *r = p->pool;
+            p->pool = r->next;
+            tfs_free(r);
+        }
+        pthread_mutex_destroy(&p->pool_mu);
+    }
     memset(p, 0, sizeof *p);
+}
+
+/* Frees a heap-allocated plan (the plan cache's free function). NULL-safe. */
+static void plan_destroy(void *p)
+{
+    plan_free(p);
+    tfs_free(p);
+}
+
+/* Readies a built plan for running: the dtype each feed must have, the numbering of the outputs
+ * the run produces (for memory plans), the memory plan cache and the state pool. On failure the
+ * plan is left for plan_free. */
+static enum tfs_code plan_prepare(const tfs_session *s, run_plan *p, tfs_status *st)
+{
+    const tfs_graph *g = s->graph;
+    p->feed_dtype = tfs_malloc(((size_t)p->n_feeds + 1) * sizeof *p->feed_dtype);
+    p->out_base = tfs_malloc(((size_t)p->n_order + 1) * sizeof *p->out_base);
+    if (!p->feed_dtype || !p->out_base)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning a run");
+    for (int i = 0; i < p->n_feeds; i++) {
+        const tfs_node *n = &g->nodes[s->slot_owner[p->feed_slot[i]]];
+        const tfs_attr_value *dt = tfs__attr(n, "dtype");
+        bool placeholder = !strcmp(n->op_type, "Placeholder") ||
+                           !strcmp(n->op_type, "PlaceholderWithDefault");
+        p->feed_dtype[i] = placeholder && dt && dt->kind == TFS_ATTR_TYPE ? (int)dt->type : -1;
+    }
+    int outs = 0;   /* at most n_slots, which fits an int */
+    for (int k = 0; k < p->n_order; k++) {
+        p->out_base[k] = outs;
+        outs += s->slot_count[p->order[k]];
+    }
+    if (pthread_mutex_init(&p->pool_mu, NULL) != 0)
+        return TFS_ERR(st, TFS_INTERNAL, "cannot create a mutex");
+    atomic_init(&p->spare, NULL);
+    p->prepared = true;
+    if (s->reuse)
+        return tfs__mem_cache_new(outs, s->mem_plans, s->stats, &p->mem, st);
+    return TFS_OK;
 }
 
 /* Names -> plan. Fails with INVALID_ARGUMENT (malformed or duplicate feed, cycle), NOT_FOUND
@@ -676,14 +785,56 @@ fail:
 
 /* ---- execution ------------------------------------------------------------------------------ */
 
-/* Per-run state of plan_execute. */
-typedef struct run_state {
-    tfs_tensor **vals;        /* [n_slots] current value of each slot (owned), or NULL */
-    int         *remaining;   /* [n_slots] uses not yet made */
-    tfs_tensor **in;          /* [max_in] kernel inputs (borrowed or from derefs) */
-    tfs_tensor **derefs;      /* [max_in] variable values read for ref inputs (owned) */
-    tfs_tensor **out;         /* [max_out] kernel outputs */
-} run_state;
+/* A state from p's pool, or a new one (NULL when out of memory). Every tensor pointer in it is
+ * NULL; `remaining` is for the caller to fill. */
+static run_state *state_get(const tfs_session *s, run_plan *p)
+{
+    run_state *r = atomic_exchange_explicit(&p->spare, NULL, memory_order_acq_rel);
+    if (r)
+        return r;
+    pthread_mutex_lock(&p->pool_mu);
+    r = p->pool;
+    if (r) {
+        p->pool = r->next;
+        p->n_pool--;
+    }
+    pthread_mutex_unlock(&p->pool_mu);
+    if (r)
+        return r;
+    size_t ns = (size_t)s->n_slots + 1, ni = (size_t)s->max_in + 1, no = (size_t)s->max_out + 1;
+    size_t head = (sizeof *r + 15) & ~(size_t)15;
+    size_t ptrs = (ns + 2 * ni + no) * sizeof(tfs_tensor *);
+    r = tfs_calloc(1, head + ptrs + ns * sizeof(int));
+    if (!r)
+        return NULL;
+    tfs_tensor **t = (tfs_tensor **)((char *)r + head);
+    r->vals = t;
+    r->in = t + ns;
+    r->derefs = t + ns + ni;
+    r->out = t + ns + 2 * ni;
+    r->remaining = (int *)((char *)r + head + ptrs);
+    return r;
+}
+
+/* Returns a state whose tensor pointers are all NULL again to the pool. */
+static void state_put(run_plan *p, run_state *r)
+{
+    run_state *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&p->spare, &none, r, memory_order_acq_rel,
+                                                memory_order_relaxed))
+        return;
+    bool pooled = false;
+    pthread_mutex_lock(&p->pool_mu);
+    if (p->n_pool < STATE_POOL_MAX) {
+        r->next = p->pool;
+        p->pool = r;
+        p->n_pool++;
+        pooled = true;
+    }
+    pthread_mutex_unlock(&p->pool_mu);
+    if (!pooled)
+        tfs_free(r);
+}
 
 static void slot_release(run_state *r, int slot)
 {
@@ -708,10 +859,12 @@ static enum tfs_code kernel_error(const tfs_node *n, tfs_status *st, enum tfs_co
     return st->code;
 }
 
-/* Runs one node: gathers (and dereferences) inputs, calls the kernel, stores the outputs. */
-static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, int id,
-                              tfs_status *st)
+/* Runs the node at step `step`: gathers (and dereferences) inputs, calls the kernel, stores the
+ * outputs. */
+static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, int step,
+                              tfs_mem_run *mem, tfs_status *st)
 {
+    int id = p->order[step];
     const tfs_node *n = &s->graph->nodes[id];
     bool keep_refs = n->op->flags & TFS_OPF_REF_INPUTS;
     enum tfs_code rc = TFS_OK;
@@ -743,6 +896,7 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     tfs_kernel_ctx k = {
         .sess = s, .graph = s->graph, .node = n,
         .in = r->in, .n_in = n->n_inputs, .out = r->out, .n_out = n_out,
+        .mem = mem->cache ? mem : NULL, .mem_out0 = p->out_base[step],
     };
     if (st)
         tfs_status_clear(st);
@@ -782,31 +936,30 @@ done:
     return rc;
 }
 
-/* Executes a plan. outputs[i] receives fetch i (a variable's value for reference tensors). */
-static enum tfs_code plan_execute(tfs_session *s, const run_plan *p, const tfs_feed *feeds,
+/* Executes a prepared plan. outputs[i] receives fetch i (a variable's value for reference
+ * tensors). */
+static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *feeds,
                                   tfs_tensor **outputs, tfs_status *st)
 {
+    TFS_ASSERT(p->prepared);
     enum tfs_code rc = TFS_OK;
-    size_t ns = (size_t)s->n_slots + 1, ni = (size_t)s->max_in + 1, no = (size_t)s->max_out + 1;
-    run_state r = {
-        .vals = tfs_calloc(ns, sizeof(tfs_tensor *)),
-        .remaining = tfs_malloc(ns * sizeof(int)),
-        .in = tfs_calloc(ni, sizeof(tfs_tensor *)),
-        .derefs = tfs_calloc(ni, sizeof(tfs_tensor *)),
-        .out = tfs_calloc(no, sizeof(tfs_tensor *)),
-    };
-    if (!r.vals || !r.remaining || !r.in || !r.derefs || !r.out) {
-        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
-        goto done;
-    }
+    tfs_mem_run mem;
+    run_state *rp = state_get(s, p);
+    if (!rp)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
+    run_state r = *rp;
+    tfs__mem_run_begin(&mem, p->mem, feeds, p->n_feeds);
     memcpy(r.remaining, p->uses, (size_t)s->n_slots * sizeof(int));
     for (int i = 0; i < p->n_feeds; i++)
         if (r.remaining[p->feed_slot[i]] > 0)
             r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
 
-    for (int k = 0; k < p->n_order; k++)
-        if ((rc = run_node(s, p, &r, p->order[k], st)) != TFS_OK)
+    for (int k = 0; k < p->n_order; k++) {
+        if (mem.step)
+            atomic_store_explicit(mem.step, k, memory_order_relaxed);
+        if ((rc = run_node(s, p, &r, k, &mem, st)) != TFS_OK)
             goto done;
+    }
 
     for (int i = 0; i < p->n_fetches; i++) {
         int slot = p->fetch_slot[i];
@@ -835,14 +988,12 @@ done:
             outputs[i] = NULL;
         }
     }
-    if (r.vals)
-        for (int i = 0; i < s->n_slots; i++)
-            tfs_tensor_unref(r.vals[i]);
-    tfs_free(r.vals);
-    tfs_free(r.remaining);
-    tfs_free(r.in);
-    tfs_free(r.derefs);
-    tfs_free(r.out);
+    for (int i = 0; i < s->n_slots; i++) {
+        tfs_tensor_unref(r.vals[i]);
+        r.vals[i] = NULL;
+    }
+    tfs__mem_run_end(&mem, rc == TFS_OK);   /* after the run's own references are gone */
+    state_put(p, rp);
     return rc;
 }
 
@@ -891,15 +1042,13 @@ static enum tfs_code check_feeds(const tfs_session *s, const run_plan *p, const 
                           t->dtype > TFS_DTYPE_REF_OFFSET))
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "feed %s: cannot feed a tensor of dtype %s",
                            feeds[i].name, tfs_dtype_name(t->dtype));
-        const tfs_node *n = &s->graph->nodes[s->slot_owner[p->feed_slot[i]]];
-        if (strcmp(n->op_type, "Placeholder") != 0 && strcmp(n->op_type, "PlaceholderWithDefault"))
-            continue;
-        const tfs_attr_value *dt = tfs__attr(n, "dtype");
-        if (dt && dt->kind == TFS_ATTR_TYPE && dt->type != t->dtype)
+        if (p->feed_dtype[i] >= 0 && p->feed_dtype[i] != (int)t->dtype) {
+            const tfs_node *n = &s->graph->nodes[s->slot_owner[p->feed_slot[i]]];
             return TFS_ERR(st, TFS_INVALID_ARGUMENT,
                            "feed %s: expected a tensor of dtype %s (placeholder '%s'), got %s",
-                           feeds[i].name, tfs_dtype_short_name(dt->type), n->name,
-                           tfs_dtype_short_name(t->dtype));
+                           feeds[i].name, tfs_dtype_short_name((enum tfs_dtype)p->feed_dtype[i]),
+                           n->name, tfs_dtype_short_name(t->dtype));
+        }
     }
     return TFS_OK;
 }
@@ -913,24 +1062,62 @@ enum tfs_code tfs_session_run(tfs_session *s, const tfs_feed *feeds, int nfeeds,
         outputs[i] = NULL;
     if (nfetches > 0 && !outputs)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "fetches given without an outputs array");
-    const char **names = tfs_calloc((size_t)(nfeeds > 0 ? nfeeds : 0) + 1, sizeof *names);
-    if (!names)
+    if (nfeeds < 0 || nfetches < 0 || ntargets < 0)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "negative feed, fetch or target count");
+    const char *stack_names[STACK_FEEDS];
+    const char **names = stack_names;
+    if (nfeeds > STACK_FEEDS && !(names = tfs_calloc((size_t)nfeeds, sizeof *names)))
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
     for (int i = 0; i < nfeeds; i++)
         names[i] = feeds[i].name;
-    run_plan p;
-    enum tfs_code rc = plan_build(s, names, nfeeds, fetches, nfetches, targets, ntargets, &p, NULL, NULL,
-                                  st);
-    tfs_free(names);
-    if (rc != TFS_OK)
-        return rc;
-    rc = check_feeds(s, &p, feeds, false, st);
+    tfs_plan_names key = {{names, fetches, targets}, {nfeeds, nfetches, ntargets}};
+    tfs_mem_stats *stats = s->top->stats;
+    enum tfs_code rc = TFS_OK;
+    run_plan *p = NULL, *own = NULL;
+    tfs_plan_entry *e = s->plans ? tfs__plan_cache_find(s->plans, &key) : NULL;
+    if (e) {
+        atomic_fetch_add_explicit(&stats->plan_hits, 1, memory_order_relaxed);
+        p = tfs__plan_entry_value(e);
+    } else {
+        atomic_fetch_add_explicit(&stats->plan_misses, 1, memory_order_relaxed);
+        if (!(own = tfs_calloc(1, sizeof *own))) {
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
+            goto done;
+        }
+        rc = plan_build(s, names, nfeeds, fetches, nfetches, targets, ntargets, own, NULL, NULL,
+                        st);
+        if (rc == TFS_OK)
+            rc = plan_prepare(s, own, st);
+        if (rc != TFS_OK)
+            goto done;
+        /* Cached, or (the cache out of memory) run once and freed. */
+        if (s->plans && (e = tfs__plan_cache_insert(s->plans, &key, own)))
+            own = NULL;
+        p = e ? tfs__plan_entry_value(e) : own;
+    }
+    rc = check_feeds(s, p, feeds, false, st);
     if (rc == TFS_OK)
-        rc = plan_execute(s, &p, feeds, outputs, st);
-    plan_free(&p);
+        rc = plan_execute(s, p, feeds, outputs, st);
+done:
+    tfs__plan_entry_release(e);
+    plan_destroy(own);
+    if (names != stack_names)
+        tfs_free(names);
     if (rc == TFS_OK)
         tfs_status_clear(st);
     return rc;
+}
+
+void tfs__session_plan_stats(const tfs_session *s, tfs_plan_stats *out)
+{
+    const tfs_mem_stats *m = s->top->stats;
+    out->plan_hits = atomic_load(&m->plan_hits);
+    out->plan_misses = atomic_load(&m->plan_misses);
+    out->mem_hits = atomic_load(&m->mem_hits);
+    out->mem_misses = atomic_load(&m->mem_misses);
+    out->planned_outputs = atomic_load(&m->planned_outputs);
+    out->heap_outputs = atomic_load(&m->heap_outputs);
+    out->arenas_created = atomic_load(&m->arenas_created);
 }
 
 /* ---- functions ------------------------------------------------------------------------------ */
@@ -1000,4 +1187,100 @@ enum tfs_code tfs__session_variable(tfs_session *s, const char *container, const
                                     enum tfs_dtype dtype, tfs_variable **out, tfs_status *st)
 {
     return tfs__var_map_get(s->vars, container, shared_name, dtype, out, st);
+}
+
+/* ---- random generators ---------------------------------------------------------------------- */
+
+tfs_rng_table *tfs__session_rng(tfs_session *s)
+{
+    return s->rng;
+}
+
+/* The session holding generator i of top's enumeration (its own, then each prepared function's
+ * body in library order) and the index within it; NULL when i is out of range. */
+static tfs_session *rng_owner(const tfs_session *top, int i, int *fn, int *local)
+{
+    *fn = -1;
+    if (i < 0)
+        return NULL;
+    int n = tfs__rng_table_count(top->rng);
+    if (i < n) {
+        *local = i;
+        return (tfs_session *)top;
+    }
+    i -= n;
+    for (int f = 0; top->fns && f < top->graph->n_funcs; f++) {
+        tfs_session *sub = top->fns[f].sess;
+        n = tfs__rng_table_count(sub ? sub->rng : NULL);
+        if (i < n) {
+            *fn = f;
+            *local = i;
+            return sub;
+        }
+        i -= n;
+    }
+    return NULL;
+}
+
+int tfs_session_rng_state_count(const tfs_session *s)
+{
+    const tfs_session *top = s->top;
+    int n = tfs__rng_table_count(top->rng);
+    for (int f = 0; top->fns && f < top->graph->n_funcs; f++)
+        n += tfs__rng_table_count(top->fns[f].sess ? top->fns[f].sess->rng : NULL);
+    return n;
+}
+
+enum tfs_code tfs_session_rng_state_get(tfs_session *s, int i, const char **function,
+                                        const char **node, tfs_rng_state *state, tfs_status *st)
+{
+    int fn, local;
+    tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+    if (!owner)
+        return TFS_ERR(st, TFS_OUT_OF_RANGE, "random generator %d is outside [0, %d)", i,
+                       tfs_session_rng_state_count(s));
+    tfs_philox p;
+    tfs__rng_table_get(owner->rng, local, &p);
+    if (function)
+        *function = fn < 0 ? NULL : s->top->graph->funcs[fn].name;
+    if (node)
+        *node = owner->graph->nodes[tfs__rng_table_node(owner->rng, local)].name;
+    state->key = (uint64_t)p.key[1] << 32 | p.key[0];
+    state->counter_lo = (uint64_t)p.ctr[1] << 32 | p.ctr[0];
+    state->counter_hi = (uint64_t)p.ctr[3] << 32 | p.ctr[2];
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+int tfs_session_rng_state_find(const tfs_session *s, const char *function, const char *node)
+{
+    int n = tfs_session_rng_state_count(s);
+    for (int i = 0; node && i < n; i++) {
+        int fn, local;
+        const tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+        const char *fname = fn < 0 ? NULL : s->top->graph->funcs[fn].name;
+        if ((function == NULL) != (fname == NULL) || (function && strcmp(function, fname) != 0))
+            continue;
+        if (!strcmp(owner->graph->nodes[tfs__rng_table_node(owner->rng, local)].name, node))
+            return i;
+    }
+    return -1;
+}
+
+enum tfs_code tfs_session_rng_state_set(tfs_session *s, int i, const tfs_rng_state *state,
+                                        tfs_status *st)
+{
+    int fn, local;
+    tfs_session *owner = rng_owner(s->top, i, &fn, &local);
+    if (!owner)
+        return TFS_ERR(st, TFS_OUT_OF_RANGE, "random generator %d is outside [0, %d)", i,
+                       tfs_session_rng_state_count(s));
+    tfs_philox p = {
+        .key = {(uint32_t)state->key, (uint32_t)(state->key >> 32)},
+        .ctr = {(uint32_t)state->counter_lo, (uint32_t)(state->counter_lo >> 32),
+                (uint32_t)state->counter_hi, (uint32_t)(state->counter_hi >> 32)},
+    };
+    tfs__rng_table_set(owner->rng, local, &p);
+    tfs_status_clear(st);
+    return TFS_OK;
 }

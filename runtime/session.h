@@ -1,6 +1,8 @@
 /* Sessions run a finalized graph: feed any tensor by name ("node:idx"), fetch tensors, run target
- * ops. Each run prunes the graph to what the fetches and targets need (data and control inputs),
- * stopping at fed tensors, and executes the rest in topological order.
+ * ops. A run prunes the graph to what the fetches and targets need (data and control inputs),
+ * stopping at fed tensors, and executes the rest in topological order. That plan is made once per
+ * combination of feed, fetch and target names and cached; the memory for kernel outputs is
+ * planned once per combination of feed shapes (see tfs_session_opts).
  *
  *     tfs_session *s;  tfs_session_new(g, NULL, &s, &st);
  *     tfs_feed feed = {"x:0", x};
@@ -37,12 +39,26 @@ typedef struct tfs_checkpoint_reader {
 
 /* Default of tfs_session_opts.max_loop_iterations. */
 #define TFS_SESSION_MAX_LOOP_ITERATIONS 10000000
+/* Defaults of tfs_session_opts.plan_cache_size and .memory_plans. */
+#define TFS_SESSION_PLAN_CACHE_SIZE 64
+#define TFS_SESSION_MEMORY_PLANS 16
 
+/* A zero-filled tfs_session_opts means the defaults, as does tfs_session_opts_default(). */
 typedef struct tfs_session_opts {
     tfs_checkpoint_reader checkpoint;   /* {NULL, NULL}: RestoreV2 fails with UNIMPLEMENTED */
     /* Iterations one While node may make in one run before it fails with RESOURCE_EXHAUSTED
      * naming the node (a guard against loops that never end); <= 0 means the default. */
     int64_t max_loop_iterations;
+    /* Run plans (what a run with given feed, fetch and target names executes, in order) kept
+     * for later runs with the same names; the least recently used go first. <= 0: default. */
+    int plan_cache_size;
+    /* Memory plans (one per set of feed dtypes and shapes) kept per run plan, least recently
+     * used first out. <= 0: default. */
+    int memory_plans;
+    /* true: no buffer reuse; every kernel output is a zero-filled heap tensor of its own. The
+     * default (false) places outputs by a memory plan learned from the first run with each set
+     * of feed shapes: same results, fewer allocations. */
+    bool disable_buffer_reuse;
 } tfs_session_opts;
 
 tfs_session_opts tfs_session_opts_default(void);
@@ -83,5 +99,42 @@ enum tfs_code tfs_session_run(tfs_session *s, const tfs_feed *feeds, int nfeeds,
                               const char *const *fetches, int nfetches,
                               const char *const *targets, int ntargets, tfs_tensor **outputs,
                               tfs_status *st);
+
+/* ---- random ops' generators ------------------------------------------------------------------
+ * Every stateful random op node (RandomUniform, RandomStandardNormal, TruncatedNormal,
+ * RandomUniformInt) of the graph and of its library functions has a Philox4x32-10 generator in
+ * the session, as TensorFlow keeps one per kernel: seeded at first use from the node's attrs
+ * (key = seed, counter = seed2 << 64; both 0: random seeds from the OS) and moved ahead by every
+ * run, so successive runs give new numbers. A trainer saves the positions with a checkpoint and
+ * restores them into a new session over the same graph, so a resumed run draws the same numbers
+ * as an uninterrupted one:
+ *
+ *     for (int i = 0; i < tfs_session_rng_state_count(s); i++)          // save
+ *         tfs_session_rng_state_get(s, i, &function, &node, &state[i], &st);
+ *     int i = tfs_session_rng_state_find(s2, function, node);           // restore
+ *     if (i >= 0) tfs_session_rng_state_set(s2, i, &state[i], &st);
+ *
+ * Generators are numbered in a fixed order (the graph's nodes, then each library function's body
+ * in library order); get and set are atomic per generator with respect to concurrent runs. */
+typedef struct tfs_rng_state {
+    uint64_t key;          /* Philox key: word 0 | word 1 << 32 */
+    uint64_t counter_lo;   /* 128-bit block counter: words 0 | 1 << 32 ... */
+    uint64_t counter_hi;   /* ... and words 2 | 3 << 32 */
+} tfs_rng_state;
+
+/* Number of random generators (call on the session tfs_session_new made). */
+int tfs_session_rng_state_count(const tfs_session *s);
+/* Generator i's position (a generator not used yet is seeded first, so the position returned is
+ * the one its first run will start from). *function receives the library function whose body
+ * holds the node, or NULL for the graph's own nodes, *node the node's name (both borrowed from
+ * the graph; either pointer may be NULL). OUT_OF_RANGE when i is not in [0, count). */
+enum tfs_code tfs_session_rng_state_get(tfs_session *s, int i, const char **function,
+                                        const char **node, tfs_rng_state *state, tfs_status *st);
+/* Index of the generator of `node` (in library function `function`, or the graph itself when
+ * NULL), or -1. */
+int tfs_session_rng_state_find(const tfs_session *s, const char *function, const char *node);
+/* Sets generator i's position; the node's next run starts there. OUT_OF_RANGE as above. */
+enum tfs_code tfs_session_rng_state_set(tfs_session *s, int i, const tfs_rng_state *state,
+                                        tfs_status *st);
 
 #endif

@@ -369,6 +369,13 @@ void tfs_tensor_unref(tfs_tensor *t)
     tfs_free(t);
 }
 
+bool tfs_tensor_exclusive(const tfs_tensor *t)
+{
+    if (!t || atomic_load_explicit(&((tfs_tensor *)t)->refs, memory_order_acquire) != 1)
+        return false;
+    return t->nbytes == 0 || t->dealloc == free_buffer;
+}
+
 /* ---- strings -------------------------------------------------------------------------------- */
 
 tfs_string *tfs_tensor_strings(tfs_tensor *t)

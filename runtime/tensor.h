@@ -111,6 +111,11 @@ enum tfs_code tfs_tensor_copy(const tfs_tensor *src, tfs_tensor **out, tfs_statu
 
 tfs_tensor *tfs_tensor_ref(tfs_tensor *t);   /* returns t; NULL-safe */
 void        tfs_tensor_unref(tfs_tensor *t); /* frees at zero; NULL-safe */
+/* True when the caller's reference is the only one and t owns its buffer (made by tfs_tensor_new
+ * or _copy, not a view or a wrapper), so writing t->data in place is seen by no one else. The
+ * caller must keep others from taking new references meanwhile (a variable's value: under its
+ * lock, see runtime-impl.h). */
+bool        tfs_tensor_exclusive(const tfs_tensor *t);
 
 /* String elements. The setter copies `len` bytes; fails only on allocation. */
 tfs_string   *tfs_tensor_strings(tfs_tensor *t);

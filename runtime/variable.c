@@ -2,9 +2,11 @@
  * and the locked read and swap of a variable's value (see runtime-impl.h and variable-impl.h).
  *
  * DESIGN. The map is an open-addressing hash guarded by its own mutex; it is touched once per
- * VariableV2/VarHandleOp execution. A variable's value is a tensor that is never written in
- * place: readers take a reference under v->mu, writers swap the pointer under v->mu, so a reader
- * never sees a half-written tensor and never holds the lock while computing.
+ * VariableV2/VarHandleOp execution. Readers take a reference to the value under v->mu; writers
+ * swap the pointer under v->mu, so a reader never sees a half-written tensor. Updates that read the
+ * old value (optimizers, AssignAdd) write in place while holding v->mu when no one else holds a
+ * reference to the value -- no reader can take one without the lock -- and copy it first
+ * otherwise, so a reader's tensor never changes under it (tfs__variable_update_begin).
  */
 #include <stdio.h>
 #include <string.h>
@@ -202,4 +204,26 @@ void tfs__variable_assign(tfs_variable *v, tfs_tensor *value)
     v->value = value;
     pthread_mutex_unlock(&v->mu);
     tfs_tensor_unref(old);
+}
+
+enum tfs_code tfs__variable_update_begin(tfs_variable *v, tfs_tensor **dst, tfs_status *st)
+{
+    TFS_ASSERT(v->value);
+    if (tfs_tensor_exclusive(v->value)) {
+        *dst = v->value;
+        return TFS_OK;
+    }
+    enum tfs_code rc = tfs_tensor_copy(v->value, dst, st);
+    if (rc != TFS_OK)
+        tfs_status_prefix(st, "updating variable %s", v->name);
+    return rc;
+}
+
+tfs_tensor *tfs__variable_update_commit(tfs_variable *v, tfs_tensor *dst)
+{
+    if (dst == v->value)
+        return NULL;
+    tfs_tensor *old = v->value;
+    v->value = dst;
+    return old;
 }

@@ -44,7 +44,7 @@ static enum tfs_code errno_code(int err)
     switch (err) {
     case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
     case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC:  return TFS_RESOURCE_EXHAUSTED;
+    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
     default:                   return TFS_UNKNOWN;
     }
 }

@@ -31,10 +31,15 @@ struct tfs_bundle {
     tfs_bundle_entry *entries;   /* key-sorted; keys owned */
 };
 
-/* protobuf-c allocations go through tfs_malloc like everything else. */
+/* protobuf-c allocations go through tfs_malloc like everything else. protobuf-c's unpack returns
+ * NULL both for bad bytes and for a failed allocation; an allocator whose data points at a bool
+ * records the latter, so out of memory is not reported as a corrupt file. */
 static void *pb_alloc(void *d, size_t n)
 {
-    return tfs_malloc(n);
+    void *p = tfs_malloc(n);
+    if (!p && d)
+        *(bool *)d = true;
+    return p;
 }
 static void pb_free(void *d, void *p)
 {
@@ -91,10 +96,14 @@ static enum tfs_code fill_entry(tfs_bundle *b, const char *name, const tfs__tabl
         rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: a key contains a NUL byte", name);
         goto fail;
     }
-    pe = tensorflow__bundle_entry_proto__unpack(&pb_allocator, te->value_len, te->value);
+    bool               oom = false;
+    ProtobufCAllocator pa  = {pb_alloc, pb_free, &oom};
+    pe = tensorflow__bundle_entry_proto__unpack(&pa, te->value_len, te->value);
     if (!pe) {
-        rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: entry '%s': malformed BundleEntryProto", name,
-                     te->key);
+        rc = oom ? TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: entry '%s': out of memory", name,
+                           te->key)
+                 : TFS_ERR(st, TFS_DATA_LOSS, "%s: entry '%s': malformed BundleEntryProto", name,
+                           te->key);
         goto fail;
     }
     e->key    = te->key;
@@ -147,9 +156,12 @@ static enum tfs_code check_header(tfs_bundle *b, const char *name, const tfs__ta
     Tensorflow__BundleHeaderProto *h  = NULL;
     enum tfs_code                  rc = TFS_OK;
 
-    h = tensorflow__bundle_header_proto__unpack(&pb_allocator, te->value_len, te->value);
+    bool               oom = false;
+    ProtobufCAllocator pa  = {pb_alloc, pb_free, &oom};
+    h = tensorflow__bundle_header_proto__unpack(&pa, te->value_len, te->value);
     if (!h) {
-        rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: malformed BundleHeaderProto", name);
+        rc = oom ? TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", name)
+                 : TFS_ERR(st, TFS_DATA_LOSS, "%s: malformed BundleHeaderProto", name);
         goto fail;
     }
     if (h->endianness == TENSORFLOW__BUNDLE_HEADER_PROTO__ENDIANNESS__BIG) {

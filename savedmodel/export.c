@@ -368,6 +368,59 @@ static Tensorflow__SignatureDef *ex_signature(exporter *ex, const tfs_signature 
     return p;
 }
 
+/* The GraphDef of g: one NodeDef per node (name, op, inputs as written, attrs), versions.producer
+ * 1087, room for `extra` more nodes in gd->node. NULL when out of memory. */
+static Tensorflow__GraphDef *ex_graph_def(exporter *ex, const tfs_graph *g, size_t extra,
+                                          tfs_status *st)
+{
+    int n = tfs_graph_node_count(g);
+    Tensorflow__GraphDef *gd = ex_alloc(ex, sizeof *gd);
+    Tensorflow__VersionDef *ver = ex_alloc(ex, sizeof *ver);
+    if (!gd || !ver)
+        return NULL;
+    tensorflow__graph_def__init(gd);
+    if (!(gd->node = ex_alloc(ex, ((size_t)n + extra) * sizeof *gd->node)))
+        return NULL;
+    tensorflow__version_def__init(ver);
+    ver->producer = 1087;
+    gd->versions = ver;
+    for (int i = 0; i < n; i++) {
+        Tensorflow__NodeDef *nd = ex_node(ex, tfs_graph_node_name(g, i), tfs_graph_node_op(g, i));
+        int ni = tfs_graph_node_input_count(g, i), na = tfs_graph_node_attr_count(g, i);
+        for (int j = 0; j < ni; j++)
+            ex_input(ex, nd, tfs_graph_node_input(g, i, j), (size_t)ni);
+        for (int j = 0; j < na; j++)
+            ex_set_attr(ex, nd, tfs_graph_node_attr_name(g, i, j),
+                        ex_attr(ex, tfs_graph_node_attr_at(g, i, j), st), (size_t)na);
+        gd->node[gd->n_node++] = nd;
+    }
+    return ex->oom ? NULL : gd;
+}
+
+enum tfs_code tfs__graph_def_pack(const tfs_graph *g, uint8_t **out, size_t *len, tfs_status *st)
+{
+    exporter ex = {0};
+    enum tfs_code rc = TFS_OK;
+
+    *out = NULL;
+    *len = 0;
+    tfs_status_clear(st);
+    Tensorflow__GraphDef *gd = ex_graph_def(&ex, g, 0, st);
+    size_t n = gd ? tensorflow__graph_def__get_packed_size(gd) : 0;
+    uint8_t *buf = gd ? tfs_malloc(n ? n : 1) : NULL;
+    if (!buf) {
+        rc = (st && st->code != TFS_OK)
+                 ? st->code
+                 : TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory serializing a GraphDef");
+    } else {
+        tensorflow__graph_def__pack(gd, buf);
+        *out = buf;
+        *len = n;
+    }
+    ex_free(&ex);
+    return rc;
+}
+
 static enum tfs_code write_file(const char *path, const uint8_t *data, size_t n, tfs_status *st)
 {
     FILE *f = fopen(path, "wb");
@@ -421,29 +474,9 @@ enum tfs_code tfs_savedmodel_write(const char *dir, const tfs_graph *graph,
     }
 
     /* graph */
-    int n = tfs_graph_node_count(graph);
-    size_t cap = (size_t)n + 5 + (size_t)n_vars;
-    Tensorflow__GraphDef *gd = ex_alloc(&ex, sizeof *gd);
-    Tensorflow__VersionDef *ver = ex_alloc(&ex, sizeof *ver);
-    if (!gd || !ver)
+    Tensorflow__GraphDef *gd = ex_graph_def(&ex, graph, 5 + (size_t)n_vars, st);
+    if (!gd)
         goto oom;
-    tensorflow__graph_def__init(gd);
-    if (!(gd->node = ex_alloc(&ex, cap * sizeof *gd->node)))
-        goto oom;
-    tensorflow__version_def__init(ver);
-    ver->producer = 1087;
-    gd->versions = ver;
-    for (int i = 0; i < n; i++) {
-        Tensorflow__NodeDef *nd = ex_node(&ex, tfs_graph_node_name(graph, i),
-                                          tfs_graph_node_op(graph, i));
-        int ni = tfs_graph_node_input_count(graph, i), na = tfs_graph_node_attr_count(graph, i);
-        for (int j = 0; j < ni; j++)
-            ex_input(&ex, nd, tfs_graph_node_input(graph, i, j), (size_t)ni);
-        for (int j = 0; j < na; j++)
-            ex_set_attr(&ex, nd, tfs_graph_node_attr_name(graph, i, j),
-                        ex_attr(&ex, tfs_graph_node_attr_at(graph, i, j), st), (size_t)na);
-        gd->node[gd->n_node++] = nd;
-    }
     Tensorflow__SaverDef *saver = NULL;
     if (n_vars > 0) {
         if (!(saver = ex_alloc(&ex, sizeof *saver)))

@@ -6,7 +6,9 @@
  *   4. restore variables: feed "<dir>/variables/variables" to saver_def.filename_tensor_name and run
  *      saver_def.restore_op_name (RestoreV2 reads through the TensorBundle reader below);
  *   5. feed asset paths and run the init op (__saved_model_init_op, else saved_model_main_op, else
- *      legacy_init_op).
+ *      legacy_init_op);
+ *   6. unless turned off, rewrite the graph for the signatures (rewrite.c): those the rewritten
+ *      graph serves run on a session over it, the others on the original one.
  * The loaded model is then immutable but for its variables, and is run through tfs_savedmodel_run. */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ struct tfs_savedmodel {
     tfs_signature  *sigs;
     int             n_sigs;
     bundle_source   source;
+    tfs_serving_graph serving;   /* the rewritten graph (rewrite.c); zeros when off */
 };
 
 tfs_savedmodel_opts tfs_savedmodel_opts_default(void)
@@ -378,6 +381,45 @@ static enum tfs_code missing_ops_error(op_set *missing, tfs_status *st)
     return TFS_ERR(st, TFS_UNIMPLEMENTED, "ops not supported by tfserve: %s", list);
 }
 
+/* Step 6. A failed rewrite is not a failed load: the original graph serves everything. */
+static void rewrite_for_serving(tfs_savedmodel *m)
+{
+    tfs_status st;
+    if (tfs__serving_graph_build(m->graph, m->session, m->sigs, m->n_sigs, &m->serving, &st) !=
+        TFS_OK)
+        TFS_LOG_WARN("savedmodel", "%s: graph rewrites failed, serving the graph as loaded: %s",
+                     m->dir, st.msg);
+}
+
+static void log_rewrites(const tfs_savedmodel *m, bool off)
+{
+    const tfs_rewrite_stats *r = &m->serving.stats;
+    if (off) {
+        TFS_LOG_INFO("savedmodel", "%s: graph rewrites off", m->dir);
+        return;
+    }
+    int usable = 0;
+    for (int i = 0; i < m->n_sigs; i++)
+        usable += m->sigs[i].usable.code == TFS_OK;
+    if (r->runs_served == 0 && r->nodes_before == 0) {
+        TFS_LOG_INFO("savedmodel", "%s: graph rewrites: none of the %d signatures can run on a "
+                     "rewritten graph (they assign variables, or read variables a signature "
+                     "assigns); all run on the graph as loaded", m->dir, usable);
+        return;
+    }
+    if (r->runs_served == 0) {
+        TFS_LOG_INFO("savedmodel", "%s: graph rewrites: nothing to rewrite in the %d nodes the "
+                     "signatures use", m->dir, r->nodes_before);
+        return;
+    }
+    TFS_LOG_INFO("savedmodel", "%s: graph rewrites: %d of %d signatures on the rewritten graph, "
+                 "%d -> %d nodes; constant folding %d (%d variables frozen), identity removal %d, "
+                 "batch norm folding %d, matmul fusion %d, conv2d fusion %d", m->dir,
+                 r->runs_served, usable, r->nodes_before, r->nodes_after, r->constants_folded,
+                 r->variables_frozen, r->identities_removed, r->batch_norms_folded,
+                 r->matmuls_fused, r->conv2ds_fused);
+}
+
 enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,
                                   tfs_savedmodel **out, tfs_status *st)
 {
@@ -480,8 +522,11 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
         tfs_status_prefix(st, "%s: running init op '%s'", dir, init_op);
         goto fail;
     }
+    if (!o.disable_graph_rewrites)
+        rewrite_for_serving(m);
     TFS_LOG_INFO("savedmodel", "loaded %s: %d nodes, %d signatures%s", dir,
                  tfs_graph_node_count(m->graph), m->n_sigs, restore ? ", variables restored" : "");
+    log_rewrites(m, o.disable_graph_rewrites);
     *out = m;
     m = NULL;
     goto done;
@@ -507,6 +552,7 @@ void tfs_savedmodel_free(tfs_savedmodel *m)
 {
     if (!m)
         return;
+    tfs__serving_graph_clear(&m->serving);
     tfs_session_free(m->session);
     tfs_graph_unref(m->graph);
     tfs__signatures_free(m->sigs, m->n_sigs);
@@ -532,6 +578,26 @@ const tfs_signature *tfs_savedmodel_signature(const tfs_savedmodel *m, const cha
 }
 
 tfs_session *tfs_savedmodel_session(const tfs_savedmodel *m) { return m->session; }
+
+const tfs_rewrite_stats *tfs_savedmodel_rewrite_stats(const tfs_savedmodel *m)
+{
+    return &m->serving.stats;
+}
+
+/* Index of sig in m's signatures, or -1 when it is not one of them. */
+static int sig_index(const tfs_savedmodel *m, const tfs_signature *sig)
+{
+    for (int i = 0; i < m->n_sigs; i++)
+        if (sig == &m->sigs[i])
+            return i;
+    return -1;
+}
+
+bool tfs_savedmodel_signature_rewritten(const tfs_savedmodel *m, const tfs_signature *sig)
+{
+    int i = sig_index(m, sig);
+    return i >= 0 && m->serving.session && m->serving.served[i];
+}
 const char  *tfs_savedmodel_dir(const tfs_savedmodel *m) { return m->dir; }
 
 int64_t tfs_savedmodel_memory_bytes(const tfs_savedmodel *m)
@@ -545,6 +611,10 @@ int64_t tfs_savedmodel_memory_bytes(const tfs_savedmodel *m)
         if (v && v->kind == TFS_ATTR_TENSOR && v->tensor)
             total += v->tensor->nbytes;
     }
+    /* The rewritten graph's constants share the variables' and the graph's tensors, but for the
+     * ones a rewrite computed (folded results, batch-norm-folded filters). */
+    if (m->serving.session)
+        total += (size_t)m->serving.stats.constant_bytes;
     return (int64_t)total;
 }
 
@@ -593,8 +663,8 @@ enum tfs_code tfs_savedmodel_run(const tfs_savedmodel *m, const tfs_signature *s
     }
     for (int i = 0; i < sig->n_outputs; i++)
         fetches[i] = sig->outputs[i].tensor_name;
-    rc = tfs_session_run(m->session, fv, sig->n_inputs, fetches, sig->n_outputs, NULL, 0, outputs,
-                         st);
+    tfs_session *s = tfs_savedmodel_signature_rewritten(m, sig) ? m->serving.session : m->session;
+    rc = tfs_session_run(s, fv, sig->n_inputs, fetches, sig->n_outputs, NULL, 0, outputs, st);
 done:
     tfs_free(fv);
     tfs_free(fetches);

@@ -48,12 +48,37 @@ void tfs__shape_proto_free(Tensorflow__TensorShapeProto *p);
 enum tfs_code tfs__import_graph(const Tensorflow__MetaGraphDef *mg, tfs_graph **out,
                                 tfs_status *st);
 
+/* ---- tfs_graph -> GraphDef (export.c) ------------------------------------------------------- */
+
+/* The serialized GraphDef of g, its nodes as tfs_savedmodel_write exports them. Caller owns *out
+ * (tfs_free). RESOURCE_EXHAUSTED; UNIMPLEMENTED for an attr kind the exporter cannot write. */
+enum tfs_code tfs__graph_def_pack(const tfs_graph *g, uint8_t **out, size_t *len,
+                                  tfs_status *st);
+
 /* ---- signatures (signature.c) --------------------------------------------------------------- */
 
 /* Converts every SignatureDef of mg, sorted by key (inputs/outputs sorted by alias). */
 enum tfs_code tfs__signatures_from_proto(const Tensorflow__MetaGraphDef *mg, tfs_signature **out,
                                          int *n, tfs_status *st);
 void tfs__signatures_free(tfs_signature *sigs, int n);
+
+/* ---- the serving graph (rewrite.c) ---------------------------------------------------------- */
+
+/* What tfs__serving_graph_build makes: the rewritten graph and a session over it (both NULL when
+ * no signature is served by one), which signatures it serves (served[i] for sigs[i]), and the
+ * rewrite's counts. */
+typedef struct tfs_serving_graph {
+    tfs_graph        *graph;
+    tfs_session      *session;
+    bool             *served;
+    tfs_rewrite_stats stats;
+} tfs_serving_graph;
+
+/* Rewrites g (whose restored variables `values` holds) for the usable signatures. Errors only for
+ * running out of memory or a failed rewrite; *out is cleared then. */
+enum tfs_code tfs__serving_graph_build(tfs_graph *g, tfs_session *values, const tfs_signature *sigs,
+                                       int n_sigs, tfs_serving_graph *out, tfs_status *st);
+void tfs__serving_graph_clear(tfs_serving_graph *sg);
 
 /* ---- reading saved_model.pb (load.c) -------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/alloc.h"
 #include "savedmodel/bundle-impl.h"
@@ -36,6 +37,7 @@ struct tfs_tfrecord_reader {
 struct tfs_tfrecord_writer {
     FILE *f;
     char *path;
+    int   err;   /* errno of the first failed write or flush: the file is incomplete */
 };
 
 static enum tfs_code errno_code(int err)
@@ -43,7 +45,7 @@ static enum tfs_code errno_code(int err)
     switch (err) {
     case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
     case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC:  return TFS_RESOURCE_EXHAUSTED;
+    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
     default:                   return TFS_UNKNOWN;
     }
 }
@@ -204,6 +206,9 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
     if (len > TFS_TFRECORD_MAX_RECORD_BYTES)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: a record of %zu bytes exceeds the limit "
                        "of %zu bytes", w->path, len, (size_t)TFS_TFRECORD_MAX_RECORD_BYTES);
+    if (w->err)
+        return TFS_ERR(st, errno_code(w->err), "%s: an earlier write failed: %s", w->path,
+                       strerror(w->err));
     store_le64(head, (uint64_t)len);
     store_le32(head + 8, tfs__crc_mask(tfs__crc32c(head, 8)));
     store_le32(foot, tfs__crc_mask(tfs__crc32c(data, len)));
@@ -211,6 +216,21 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
         (len && fwrite(data, 1, len, w->f) != len) ||
         fwrite(foot, 1, sizeof foot, w->f) != sizeof foot) {
         int err = errno;
+        w->err  = err;
+        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
+    }
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
+enum tfs_code tfs_tfrecord_writer_flush(tfs_tfrecord_writer *w, tfs_status *st)
+{
+    if (w->err)
+        return TFS_ERR(st, errno_code(w->err), "%s: an earlier write failed: %s", w->path,
+                       strerror(w->err));
+    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
+        int err = errno;
+        w->err  = err;
         return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
     }
     tfs_status_clear(st);
@@ -222,9 +242,14 @@ enum tfs_code tfs_tfrecord_writer_close(tfs_tfrecord_writer *w, tfs_status *st)
     enum tfs_code code = TFS_OK;
     if (!w)
         return TFS_OK;
+    int ferr = ferror(w->f) ? (w->err ? w->err : EIO) : w->err;
     if (fclose(w->f) != 0) {
         int err = errno;
         code = TFS_ERR(st, errno_code(err), "%s: close failed: %s", w->path, strerror(err));
+    } else if (ferr) {
+        /* stdio may have dropped the buffer that failed: what was written is incomplete. */
+        code = TFS_ERR(st, errno_code(ferr), "%s: an earlier write failed: %s", w->path,
+                       strerror(ferr));
     } else {
         tfs_status_clear(st);
     }

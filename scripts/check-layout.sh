@@ -4,6 +4,8 @@
 #  - includes follow the dependency direction: runtime <- savedmodel <- loader <- server,
 #    runtime <- batching <- loader (batching/ knows nothing of savedmodel, protobuf or HTTP);
 #    runtime/ touches no protobuf, JSON, HTTP or gRPC; only savedmodel/ and server/ use proto code;
+#    train/ includes only train/, runtime/ and savedmodel/ headers and no JSON, HTTP, gRPC or
+#    protobuf library (it reaches the formats through savedmodel/);
 #  - no source file over 1,500 lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +24,15 @@ for f in $(git ls-files 'runtime/*.[ch]' 'savedmodel/*.[ch]' 'loader/*.[ch]' 'se
       savedmodel:loader|savedmodel:server) bad "$f: savedmodel/ must not include $inc";;
       loader:server|loader:tensorflow|loader:tensorflow_serving) bad "$f: loader/ must not include $inc";;
       batching:savedmodel|batching:loader|batching:server|batching:proto|batching:tensorflow|batching:google) bad "$f: batching/ must not include $inc";;
+      train:train|train:runtime|train:savedmodel) ;;
+      train:*) bad "$f: train/ may include only train/, runtime/ and savedmodel/ headers, not $inc";;
     esac
   done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
   if [ "$dir" = runtime ] && grep -qE '^#include <(jansson|microhttpd|grpc/|protobuf-c/)' "$f"; then
     bad "$f: runtime/ must not use JSON, HTTP, gRPC or protobuf libraries"
+  fi
+  if [ "$dir" = train ] && grep -qE '^#include <(jansson|microhttpd|grpc|protobuf-c/|zlib)' "$f"; then
+    bad "$f: train/ must not use JSON, HTTP, gRPC, protobuf or zlib libraries"
   fi
   n=$(wc -l < "$f")
   [ "$n" -le 1500 ] || bad "$f has $n lines (cap 1,500)"

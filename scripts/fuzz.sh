@@ -19,7 +19,8 @@ DURATION=${1:-20}
 JOBS=${JOBS:-2}
 BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
-DRIVERS=(fuzz_bundle_index fuzz_example fuzz_predict_json fuzz_saved_model fuzz_textformat)
+DRIVERS=(fuzz_bundle_index fuzz_example fuzz_inflate fuzz_predict_json fuzz_saved_model fuzz_textformat
+  fuzz_train_config)
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang not found (scripts/setup.sh installs it)" >&2

@@ -69,6 +69,10 @@ static const flag_def flags[] = {
     {"max_model_memory_bytes", FLAG_INT, "0", F(max_model_memory_bytes),
      "Refuse to load a version that would bring the loaded models' tensors past this many bytes; "
      "0: no limit (a tfserve flag)"},
+    {"graph_rewrites", FLAG_BOOL, "true", F(graph_rewrites),
+     "Rewrite each model's graph for serving after loading it: constant folding, Identity "
+     "removal, BatchNorm folding, MatMul/Conv2D + BiasAdd + activation fusion; false serves "
+     "graphs as saved (a tfserve flag)"},
     {"saved_model_tags", FLAG_STRING, "serve", F(saved_model_tags),
      "Comma-separated set of tags of the MetaGraphDef to load"},
     {"enable_model_warmup", FLAG_BOOL, "true", F(enable_model_warmup),

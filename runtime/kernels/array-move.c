@@ -147,7 +147,7 @@ enum tfs_code tfs__k_concat_v2(tfs_kernel_ctx *k, tfs_status *st)
         dims[ax] += t->dims[ax];
     }
     tfs_tensor *out = NULL;
-    if ((rc = tfs__arr_new_like(n, a->dtype, a->rank, dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__arr_output(k, 0, a->dtype, a->rank, dims, false, &out, st)) != TFS_OK)
         return rc;
     int64_t outer = prod(dims, 0, ax), inner = prod(dims, ax + 1, a->rank);
     int64_t pos = 0;
@@ -297,7 +297,7 @@ enum tfs_code tfs__k_transpose(tfs_kernel_ctx *k, tfs_status *st)
     }
     tfs__arr_strides(np, dims, dst);
     tfs_tensor *out = NULL;
-    if ((rc = tfs__arr_new_like(n, in->dtype, np, dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__arr_output(k, 0, in->dtype, np, dims, false, &out, st)) != TFS_OK)
         return rc;
     return finish(k, 0, out, tfs__arr_strided_copy(out, 0, dst, in, 0, src, np, dims, st));
 }
@@ -418,8 +418,8 @@ static enum tfs_code pad(tfs_kernel_ctx *k, const tfs_tensor *value, tfs_status 
     if (value && (value->dtype != in->dtype || value->nelem != 1))
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                              "constant_values must be a scalar of the input's dtype");
-    tfs_tensor *out = NULL;
-    if ((rc = tfs__arr_new_like(n, in->dtype, in->rank, dims, &out, st)) != TFS_OK)
+    tfs_tensor *out = NULL;   /* zeroed: the padding is left as allocated unless value != 0 */
+    if ((rc = tfs__arr_output(k, 0, in->dtype, in->rank, dims, true, &out, st)) != TFS_OK)
         return rc;
     size_t esz = tfs_dtype_size(in->dtype);
     static const char zero[16];

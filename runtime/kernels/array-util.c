@@ -202,8 +202,9 @@ enum tfs_code tfs__arr_strided_copy(tfs_tensor *dst, int64_t dbase, const int64_
     return TFS_OK;
 }
 
-enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, const int64_t *dims,
-                                tfs_tensor **out, tfs_status *st)
+/* The checks of tfs__arr_new_like (errors naming the node); ok when the shape is usable. */
+static enum tfs_code check_out_shape(const tfs_node *n, int rank, const int64_t *dims,
+                                     tfs_status *st)
 {
     if (rank > TFS_MAX_RANK)
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "output would have rank %d; tfserve "
@@ -214,7 +215,30 @@ enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, 
                                  "(%" PRId64 ")", d, dims[d]);
     if (tfs_shape_nelem(rank, dims) < 0)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "output shape overflows int64");
-    enum tfs_code rc = tfs_tensor_new(dt, rank, dims, out, st);
+    return TFS_OK;
+}
+
+enum tfs_code tfs__arr_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
+                              const int64_t *dims, bool zeroed, tfs_tensor **out, tfs_status *st)
+{
+    *out = NULL;
+    enum tfs_code rc = check_out_shape(k->node, rank, dims, st);
+    if (rc != TFS_OK)
+        return rc;
+    rc = (zeroed ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, j, dt, rank, dims, out, st);
+    if (rc != TFS_OK)
+        tfs_status_prefix(st, "node '%s' (%s)", k->node->name, k->node->op_type);
+    return rc;
+}
+
+enum tfs_code tfs__arr_new_like(const tfs_node *n, enum tfs_dtype dt, int rank, const int64_t *dims,
+                                tfs_tensor **out, tfs_status *st)
+{
+    *out = NULL;
+    enum tfs_code rc = check_out_shape(n, rank, dims, st);
+    if (rc != TFS_OK)
+        return rc;
+    rc = tfs_tensor_new(dt, rank, dims, out, st);
     if (rc != TFS_OK)
         tfs_status_prefix(st, "node '%s' (%s)", n->name, n->op_type);
     return rc;

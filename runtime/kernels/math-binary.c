@@ -270,7 +270,7 @@ static enum tfs_code binary(tfs_kernel_ctx *k, enum bop op, tfs_status *st)
         return TFS_OK;
     }
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(out_t, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, out_t, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
     int bad = compute(op, T, &bc, k->in[0], k->in[1], out, 0, 0);   /* T supported? */
     if (bad == BAD_NONE) {

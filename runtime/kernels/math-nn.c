@@ -102,7 +102,7 @@ static enum tfs_code select_common(tfs_kernel_ctx *k, bool v2, tfs_status *st)
     bool same = tfs_shape_equal(c->rank, c->dims, x->rank, x->dims) &&
                 tfs_shape_equal(x->rank, x->dims, y->rank, y->dims);
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
     if ((rc = select_elements(&bc, same, c, x, y, out, st)) != TFS_OK) {
         tfs_tensor_unref(out);
@@ -160,7 +160,7 @@ enum tfs_code tfs__k_clip_by_value(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = tfs__bcast_init(x, lo, hi, &bc, st)) != TFS_OK)
         return rc;
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, x->rank, x->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, x->rank, x->dims, &out, st)) != TFS_OK)
         return rc;
     switch (T) {
     case TFS_DTYPE_FLOAT:  CLIP_LOOP(float); break;
@@ -244,7 +244,7 @@ static enum tfs_code softmax_common(tfs_kernel_ctx *k, bool log_, tfs_status *st
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "%s is not supported for dtype %s",
                              n->op_type, tfs_dtype_short_name(T));
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, in->rank, in->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, in->rank, in->dims, &out, st)) != TFS_OK)
         return rc;
     int64_t cols = in->dims[in->rank - 1];
     int64_t rows = cols ? in->nelem / cols : 0;
@@ -338,7 +338,7 @@ static enum tfs_code bias_add_common(tfs_kernel_ctx *k, bool v1, tfs_status *st)
     for (int d = cax + 1; d < v->rank; d++)
         inner *= v->dims[d];
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, v->rank, v->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, v->rank, v->dims, &out, st)) != TFS_OK)
         return rc;
     if (T != TFS_DTYPE_FLOAT && T != TFS_DTYPE_DOUBLE && T != TFS_DTYPE_INT32 &&
         T != TFS_DTYPE_INT64) {
@@ -397,7 +397,7 @@ enum tfs_code tfs__k_add_n(tfs_kernel_ctx *k, tfs_status *st)
                                  tfs_shape_str(k->in[i]->rank, k->in[i]->dims, s2, sizeof s2));
         }
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, a->rank, a->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, a->rank, a->dims, &out, st)) != TFS_OK)
         return rc;
     switch (T) {
     case TFS_DTYPE_FLOAT:  ADDN_LOOP(float, float); break;

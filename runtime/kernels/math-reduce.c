@@ -340,7 +340,7 @@ static enum tfs_code reduce(tfs_kernel_ctx *k, enum rop op, tfs_status *st)
             odims[orank++] = 1;
     }
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(in->dtype, orank, odims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, in->dtype, orank, odims, &out, st)) != TFS_OK)
         return rc;
     rplan p;
     plan_init(in, red, &p);
@@ -454,7 +454,7 @@ static enum tfs_code arg_common(tfs_kernel_ctx *k, bool is_max, tfs_status *st)
         if (d != axis)
             odims[orank++] = in->dims[d];
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(ot, orank, odims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, ot, orank, odims, &out, st)) != TFS_OK)
         return rc;
     bool ok = true;
     if (ot == TFS_DTYPE_INT32) {
@@ -536,7 +536,7 @@ static enum tfs_code cum_common(tfs_kernel_ctx *k, bool prod, tfs_status *st)
     if ((rc = one_axis(n, in, k->in[1], &axis, &outer, &len, &inner, st)) != TFS_OK)
         return rc;
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, in->rank, in->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, in->rank, in->dims, &out, st)) != TFS_OK)
         return rc;
     bool ok = true;
     if (prod)

@@ -192,7 +192,7 @@ static enum tfs_code unary(tfs_kernel_ctx *k, enum uop op, tfs_status *st)
     bool to_bool = op == U_IS_NAN || op == U_IS_FINITE || op == U_IS_INF;
     enum tfs_dtype out_t = to_bool ? TFS_DTYPE_BOOL : T;
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(out_t, in->rank, in->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, out_t, in->rank, in->dims, &out, st)) != TFS_OK)
         return rc;
     if (!compute(op, in, out, alpha, 0, 0)) {
         tfs_tensor_unref(out);

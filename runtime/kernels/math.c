@@ -84,7 +84,7 @@ static enum tfs_code binary_op(tfs_kernel_ctx *k, binary_fn fn, tfs_status *st)
     if ((rc = tfs__bcast_init(k->in[0], k->in[1], NULL, &bc, st)) != TFS_OK)
         return rc;
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, T, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
     if (!fn(&bc, k->in[0], k->in[1], out, 0, 0)) {   /* an empty range: is T supported? */
         tfs_tensor_unref(out);
@@ -217,7 +217,7 @@ enum tfs_code tfs__k_cast(tfs_kernel_ctx *k, tfs_status *st)
         return TFS_OK;
     }
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(dst_t, in->rank, in->dims, &out, st)) != TFS_OK)
+    if ((rc = tfs__kernel_output(k, 0, dst_t, in->rank, in->dims, &out, st)) != TFS_OK)
         return rc;
     if (!cast_elements(src_t, in->data, dst_t, out->data, in->nelem)) {
         tfs_tensor_unref(out);

@@ -7,11 +7,14 @@
  * output [n, oh, ow, out_c] is then [n*oh*ow, out_c] = patches x filter, one sgemm/dgemm per chunk
  * of rows (the patch buffer is bounded, so a large batch does not need a huge temporary). A 1x1
  * convolution with stride 1 needs no patches: the input itself is the [n*h*w, in_c] matrix.
+ * tfs__nn_conv2d is that driver; _FusedConv2D (nn-fused.c) passes it a callback that adds the bias
+ * and applies the activation to each chunk of output rows right after its GEMM, while the chunk
+ * is still in cache, and the GEMM calls are the same as Conv2D's (so are the products' bits).
  *   Threads: with rows enough for several chunks per thread, the chunks are spread over the pool
  * (each writes its patches and multiplies them while they are in its cache, the GEMM inside a
  * chunk then single-threaded); with fewer rows the chunks run in turn, each im2col spread over the
- * pool and each GEMM threaded inside. Either way the output is bit-identical: the GEMM's result
- * per row does not depend on how the rows are cut (gemm-impl.h).
+ * pool and each GEMM threaded inside. Either way the output is bit-identical: the float GEMM's
+ * result per row does not depend on how the rows are cut (gemm-impl.h).
  *
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.
@@ -30,14 +33,16 @@
 #define MIN_CHUNK_ROWS 128
 #define CHUNKS_PER_THREAD 4
 
-static enum tfs_code conv_inputs(tfs_kernel_ctx *k, enum tfs_dtype *T, tfs_status *st)
+/* Checks inputs 0 (input) and 1 (filter); n_in: the inputs the op has (_FusedConv2D: more). */
+static enum tfs_code conv_inputs(tfs_kernel_ctx *k, int n_in, enum tfs_dtype *T, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_code rc = tfs__attr_type(n, "T", T, st);
     if (rc != TFS_OK)
         return rc;
-    if (k->n_in != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, has %d", k->n_in);
+    if (k->n_in != n_in)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects %d inputs, has %d", n_in,
+                             k->n_in);
     for (int i = 0; i < 2; i++)
         if (k->in[i]->dtype != *T)
             return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input %d has dtype %s, but attr T is %s",
@@ -89,13 +94,17 @@ static inline void zero_run(char *d, size_t n)
 }
 
 /* Writes the patch rows [r0, r0 + rows) of the flattened (n, oh, ow) index space into P, each
- * kh*kw*in_c elements of esz bytes. */
-static void im2col(const tfs_nn_geom *g, const char *in, size_t esz, int64_t r0, int64_t rows,
-                   char *P)
+ * kh*kw*in_c elements of esz bytes. Shared with the convolution gradients (nn-grad-conv.c). */
+void tfs__nn_im2col(const tfs_nn_geom *g, const void *in_, size_t esz, int64_t r0, int64_t rows,
+                    void *P_)
 {
+    const char *in = in_;
+    char *P = P_;
     size_t pix = (size_t)g->in_c * esz;              /* one input pixel, all channels */
     size_t krow = (size_t)g->k_w * pix;              /* one window row in the patch */
     int64_t per_image = g->out_h * g->out_w;
+    if (rows <= 0)
+        return;
     int64_t b = r0 / per_image, oh = r0 % per_image / g->out_w, ow = r0 % g->out_w;
     for (int64_t r = 0; r < rows; r++) {
         int64_t ih0 = oh * g->stride_h - g->pad_top, iw0 = ow * g->stride_w - g->pad_left;
@@ -152,7 +161,8 @@ typedef struct im2col_job {
 static void im2col_rows(void *arg, int64_t r0, int64_t r1)
 {
     const im2col_job *j = arg;
-    im2col(j->g, j->in, j->esz, j->first + r0, r1 - r0, j->P + (size_t)(r0 * j->kdim) * j->esz);
+    tfs__nn_im2col(j->g, j->in, j->esz, j->first + r0, r1 - r0,
+                   j->P + (size_t)(r0 * j->kdim) * j->esz);
 }
 
 /* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major. */
@@ -172,6 +182,8 @@ typedef struct conv_job {
     const tfs_tensor  *in, *f;
     char              *O;
     int64_t            rows, chunk, kdim, out_c;
+    tfs_nn_rows_fn     rows_fn;
+    void              *arg;
     atomic_int         oom;
 } conv_job;
 
@@ -186,18 +198,21 @@ static void conv_chunks(void *arg, int64_t c0, int64_t c1)
     }
     for (int64_t c = c0; c < c1; c++) {
         int64_t r0 = c * j->chunk, nr = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
-        im2col(j->g, j->in->data, esz, r0, nr, P);
-        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f->data,
-                  j->O + (size_t)(r0 * j->out_c) * esz);
+        char *O = j->O + (size_t)(r0 * j->out_c) * esz;
+        tfs__nn_im2col(j->g, j->in->data, esz, r0, nr, P);
+        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f->data, O);
+        if (j->rows_fn)
+            j->rows_fn(j->arg, O, nr, j->out_c);
     }
     tfs_free(P);
 }
 
-enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
+enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
+                             tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_dtype T;
-    enum tfs_code rc = conv_inputs(k, &T, st);
+    enum tfs_code rc = conv_inputs(k, rows_fn ? k->n_in : 2, &T, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0], *f = k->in[1];
@@ -221,14 +236,18 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
                              "columns is not supported", (long long)kdim, (long long)out_c, INT_MAX);
     int64_t odims[4] = {g.batch, g.out_h, g.out_w, out_c};
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, 4, odims, &out, st)) != TFS_OK)
+    if ((rc = (kdim == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 4, odims, &out,
+                                                                          st)) != TFS_OK)
         return rc;
     size_t esz = tfs_dtype_size(T);
     int64_t rows = g.batch * g.out_h * g.out_w;
     char *O = out->data;
     char *P = NULL;
-    if (out->nelem == 0 || kdim == 0)   /* kdim = 0: in_c = 0, a sum of nothing */
+    if (out->nelem == 0 || kdim == 0) {   /* kdim = 0: in_c = 0, a sum of nothing */
+        if (rows_fn && out->nelem > 0)
+            rows_fn(arg, O, rows, out_c);
         goto done;
+    }
     bool direct = g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                   g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
     int64_t chunk = direct ? INT_MAX : (int64_t)(PATCH_BUDGET_BYTES / ((size_t)kdim * esz));
@@ -240,7 +259,8 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     if (!direct && threads > 1 && rows >= (int64_t)threads * CHUNKS_PER_THREAD * MIN_CHUNK_ROWS) {
         int64_t even = (rows + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
                        ((int64_t)threads * CHUNKS_PER_THREAD);
-        conv_job j = {&g, T, in, f, O, rows, even < chunk ? even : chunk, kdim, out_c, 0};
+        conv_job j = {&g, T, in, f, O, rows, even < chunk ? even : chunk, kdim, out_c, rows_fn,
+                      arg, 0};
         tfs__parallel_for((rows + j.chunk - 1) / j.chunk, 1, conv_chunks, &j);
         if (atomic_load(&j.oom)) {
             rc = tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory for the patch buffer");
@@ -261,6 +281,8 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
             A = P;
         }
         gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);
+        if (rows_fn)
+            rows_fn(arg, O + (size_t)(r0 * out_c) * esz, nr, out_c);
     }
 done:
     tfs_free(P);
@@ -270,6 +292,11 @@ fail:
     tfs_free(P);
     tfs_tensor_unref(out);
     return rc;
+}
+
+enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return tfs__nn_conv2d(k, NULL, NULL, st);
 }
 
 /* ---- DepthwiseConv2dNative ------------------------------------------------------------------ */
@@ -331,7 +358,7 @@ enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_dtype T;
-    enum tfs_code rc = conv_inputs(k, &T, st);
+    enum tfs_code rc = conv_inputs(k, 2, &T, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0], *f = k->in[1];
@@ -345,7 +372,8 @@ enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     int64_t mult = f->dims[3], oc = g.in_c * mult;   /* f->nelem bounds the product */
     int64_t odims[4] = {g.batch, g.out_h, g.out_w, oc};
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, 4, odims, &out, st)) != TFS_OK)
+    /* The loop accumulates into the output. */
+    if ((rc = tfs__kernel_output_zeroed(k, 0, T, 4, odims, &out, st)) != TFS_OK)
         return rc;
     if (out->nelem > 0) {
         depthwise_job j = {g, in, f, out, mult, oc};

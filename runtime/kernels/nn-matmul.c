@@ -4,8 +4,8 @@
  *
  * float and double go to tfs__sgemm/tfs__dgemm (runtime/cpu.c); int32 and int64 use a plain loop
  * that wraps around on overflow as TensorFlow's does (computed in unsigned types). An inner
- * dimension of 0 gives a zero-filled result (tfs_tensor_new zero-fills, and no BLAS call is made
- * for an empty product). OpenBLAS's own thread count is left alone here.
+ * dimension of 0 gives a zero-filled result (the output is allocated zeroed then, and no BLAS call
+ * is made for an empty product). OpenBLAS's own thread count is left alone here.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -132,7 +132,9 @@ enum tfs_code tfs__k_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
         return rc;
     tfs_tensor *out = NULL;
     int64_t dims[2] = {m, nn};
-    if ((rc = tfs_tensor_new(T, 2, dims, &out, st)) != TFS_OK)
+    /* An empty inner dimension makes no gemm call: the zeros must come from the allocation. */
+    if ((rc = (ka == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 2, dims, &out,
+                                                                        st)) != TFS_OK)
         return rc;
     gemm(T, ta, tb, m, nn, ka, a->data, a->dims[1], b->data, b->dims[1], out->data);
     k->out[0] = out;
@@ -215,14 +217,15 @@ enum tfs_code tfs__k_batch_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
     odims[ob] = m;
     odims[ob + 1] = nn;
     tfs_tensor *out = NULL;
-    if ((rc = tfs_tensor_new(T, ob + 2, odims, &out, st)) != TFS_OK)
+    if ((rc = (kx == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, ob + 2, odims,
+                                                                        &out, st)) != TFS_OK)
         return rc;
     size_t esz = tfs_dtype_size(T);
     int64_t nbatch = 1;
     for (int d = 0; d < ob; d++)
         nbatch *= odims[d];
     if (out->nelem == 0 || kx == 0)
-        nbatch = 0;   /* nothing to compute: empty, or all zeros (tfs_tensor_new zero-fills) */
+        nbatch = 0;   /* nothing to compute: empty, or all zeros (allocated zeroed) */
     const char *X = x->data, *Y = y->data;
     char *O = out->data;
     for (int64_t bi = 0; bi < nbatch; bi++) {

@@ -142,8 +142,11 @@ enum tfs_code tfs__k_fused_batch_norm(tfs_kernel_ctx *k, tfs_status *st)
     double *sum = NULL, *sq = NULL;
     float *fac = NULL, *mean_used = NULL;
     int64_t cdims[1] = {l.C};
-    rc = tfs_tensor_new(TFS_DTYPE_FLOAT, x->rank, x->dims, &outs[0], st);
-    for (int i = 1; i < nout && i < 5 && rc == TFS_OK; i++)
+    /* y, batch_mean and batch_variance are written on every path; reserve_space_* stay zeroed. */
+    rc = tfs__kernel_output(k, 0, TFS_DTYPE_FLOAT, x->rank, x->dims, &outs[0], st);
+    for (int i = 1; i < nout && i < 3 && rc == TFS_OK; i++)
+        rc = tfs__kernel_output(k, i, TFS_DTYPE_FLOAT, 1, cdims, &outs[i], st);
+    for (int i = 3; i < nout && i < 5 && rc == TFS_OK; i++)
         rc = tfs_tensor_new(TFS_DTYPE_FLOAT, 1, cdims, &outs[i], st);
     if (rc == TFS_OK && nout == 6)
         rc = tfs_tensor_new_scalar(TFS_DTYPE_FLOAT, &outs[5], st);

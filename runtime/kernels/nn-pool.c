@@ -12,8 +12,9 @@
 
 #include "runtime/runtime-impl.h"
 
-/* Reads ksize, checks the input and fills the geometry; also allocates the output. */
-static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, tfs_nn_geom *g,
+/* Reads ksize, checks the input and fills the geometry; also allocates the output (zeroed for
+ * AvgPool, which accumulates into it). */
+static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, bool zeroed, tfs_nn_geom *g,
                                 tfs_tensor **out, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -41,7 +42,7 @@ static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, tfs_nn_geom
     if ((rc = tfs__nn_geom_init(n, in, ksize[1], ksize[2], false, g, st)) != TFS_OK)
         return rc;
     int64_t odims[4] = {g->batch, g->out_h, g->out_w, g->in_c};
-    return tfs_tensor_new(T, 4, odims, out, st);
+    return (zeroed ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 4, odims, out, st);
 }
 
 /* Visits every output pixel of output rows [r0, r1) (a row is one (b, oh)) with its window
@@ -118,7 +119,7 @@ enum tfs_code tfs__k_max_pool(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_nn_geom g;
     tfs_tensor *out = NULL;
-    enum tfs_code rc = pool_setup(k, true, &g, &out, st);
+    enum tfs_code rc = pool_setup(k, true, false, &g, &out, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0];
@@ -173,7 +174,7 @@ enum tfs_code tfs__k_avg_pool(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_nn_geom g;
     tfs_tensor *out = NULL;
-    enum tfs_code rc = pool_setup(k, false, &g, &out, st);
+    enum tfs_code rc = pool_setup(k, false, true, &g, &out, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0];

@@ -112,6 +112,12 @@ static enum tfs_code window_axis(const tfs_node *n, const char *axis, int64_t in
 enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t k_h, int64_t k_w,
                                 bool dilations, tfs_nn_geom *g, tfs_status *st)
 {
+    return tfs__nn_geom_init_shape(n, in->rank, in->dims, k_h, k_w, dilations, g, st);
+}
+
+enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t *dims, int64_t k_h,
+                                      int64_t k_w, bool dilations, tfs_nn_geom *g, tfs_status *st)
+{
     static const int64_t ones[4] = {1, 1, 1, 1};
     static const int64_t zeros[8] = {0};
     int64_t strides[4], dil[4] = {1, 1, 1, 1}, pads[8] = {0};
@@ -120,10 +126,10 @@ enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t
     if (strcmp(fmt, "NHWC") != 0)
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED,
                              "data_format %s is not supported on the CPU (only NHWC)", fmt);
-    if (in->rank != 4) {
+    if (rank != 4) {
         char buf[128];
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input must be 4-dimensional, got %s",
-                             tfs_shape_str(in->rank, in->dims, buf, sizeof buf));
+                             tfs_shape_str(rank, dims, buf, sizeof buf));
     }
     if (k_h < 1 || k_w < 1 || k_h >= NN_MAX_WINDOW || k_w >= NN_MAX_WINDOW)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
@@ -180,10 +186,10 @@ enum tfs_code tfs__nn_geom_init(const tfs_node *n, const tfs_tensor *in, int64_t
                                  "explicit_paddings must be empty when padding is %s", padding);
         memcpy(pads, zeros, sizeof pads);
     }
-    g->batch = in->dims[0];
-    g->in_h = in->dims[1];
-    g->in_w = in->dims[2];
-    g->in_c = in->dims[3];
+    g->batch = dims[0];
+    g->in_h = dims[1];
+    g->in_w = dims[2];
+    g->in_c = dims[3];
     g->k_h = k_h;
     g->k_w = k_w;
     g->stride_h = strides[1];

@@ -1,10 +1,12 @@
-/* CPU kernels of the state family: reference variables (VariableV2, Assign, AssignAdd), resource
- * variables (VarHandleOp, ReadVariableOp, AssignVariableOp, VarIsInitializedOp) and RestoreV2.
+/* CPU kernels of the state family: reference variables (VariableV2, Assign, AssignAdd, AssignSub),
+ * resource variables (VarHandleOp, ReadVariableOp, AssignVariableOp, AssignAddVariableOp,
+ * AssignSubVariableOp, VarIsInitializedOp) and RestoreV2.
  *
  * Variables belong to the session (tfs__session_variable). A VariableV2 output is a reference
  * tensor (dtype + 100, one element: the tfs_variable *); a VarHandleOp output is a DT_RESOURCE
- * scalar holding the same pointer. Values are never written in place: an update builds or takes a
- * tensor and swaps it in under the variable's mutex, so a concurrent reader keeps the old value.
+ * scalar holding the same pointer. Assignments swap a new tensor in under the variable's mutex;
+ * AssignAdd and AssignSub update in place under it when no one else holds the value and on a copy
+ * otherwise (tfs__variable_update_begin), so a concurrent reader keeps an unchanged tensor.
  */
 #include <string.h>
 
@@ -12,9 +14,8 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-/* The variable behind input i, which must be a reference tensor (want_ref) or a resource handle. */
-static enum tfs_code variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs_variable **out,
-                                    tfs_status *st)
+enum tfs_code tfs__variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs_variable **out,
+                                  tfs_status *st)
 {
     const tfs_tensor *t = i < k->n_in ? k->in[i] : NULL;
     bool ok = t && t->nelem == 1 &&
@@ -27,6 +28,25 @@ static enum tfs_code variable_input(tfs_kernel_ctx *k, int i, bool want_ref, tfs
                                       : "a resource handle (VarHandleOp output)",
                              t ? tfs_dtype_name(t->dtype) : "missing");
     return TFS_OK;
+}
+
+enum tfs_code tfs__value_input(tfs_kernel_ctx *k, int i, tfs_tensor **out, tfs_status *st)
+{
+    *out = NULL;
+    tfs_tensor *t = i < k->n_in ? k->in[i] : NULL;
+    if (!t)
+        return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT, "input %d is missing", i);
+    if (t->dtype <= TFS_DTYPE_REF_OFFSET) {
+        *out = tfs_tensor_ref(t);
+        return TFS_OK;
+    }
+    tfs_variable *v = t->nelem == 1 ? *(tfs_variable *const *)t->data : NULL;
+    if (!v)
+        return tfs__node_err(k->node, st, TFS_INTERNAL, "input %d is a malformed reference", i);
+    enum tfs_code rc = tfs__variable_read(v, out, st);
+    if (rc != TFS_OK)
+        tfs_status_prefix(st, "node '%s' (%s): input %d", k->node->name, k->node->op_type, i);
+    return rc;
 }
 
 /* The name a variable is created under: attr shared_name, or the node's name when it is empty. */
@@ -158,45 +178,66 @@ enum tfs_code tfs__k_variable_v2(tfs_kernel_ctx *k, tfs_status *st)
 enum tfs_code tfs__k_assign(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_variable *v;
-    enum tfs_code rc = variable_input(k, 0, true, &v, st);
-    if (rc != TFS_OK)
+    tfs_tensor *value = NULL;
+    enum tfs_code rc = tfs__variable_input(k, 0, true, &v, st);
+    if (rc == TFS_OK)
+        rc = tfs__value_input(k, 1, &value, st);   /* Assign(a, b) with b a variable too */
+    if (rc == TFS_OK)
+        rc = assign_checked(k->node, v, value,
+                            attr_bool_or(k->node, "validate_shape", true), st);
+    if (rc != TFS_OK) {
+        tfs_tensor_unref(value);
         return rc;
-    rc = assign_checked(k->node, v, k->in[1], attr_bool_or(k->node, "validate_shape", true), st);
-    if (rc != TFS_OK)
-        return rc;
-    k->out[0] = tfs_tensor_ref(k->in[1]);
+    }
+    k->out[0] = value;
     return TFS_OK;
 }
 
-/* dst = a + b elementwise for the dtypes AssignAdd supports; false for any other dtype. */
-static bool add_elements(enum tfs_dtype dt, void *dst, const void *a, const void *b, int64_t n)
+/* Whether dtype dt supports AssignAdd/AssignSub (TensorFlow's CPU kernels: every numeric type;
+ * these are the numeric types the runtime computes on). */
+static bool update_dtype_ok(enum tfs_dtype dt)
+{
+    return dt == TFS_DTYPE_FLOAT || dt == TFS_DTYPE_DOUBLE || dt == TFS_DTYPE_INT32 ||
+           dt == TFS_DTYPE_INT64;
+}
+
+/* dst += sign * delta elementwise (dst and delta distinct buffers of n elements). */
+static void add_elements(enum tfs_dtype dt, void *dst, const void *delta, int sign, int64_t n)
 {
 #define ADD_LOOP(T, UT)                                                                            \
-    for (int64_t i = 0; i < n; i++)                                                                \
-        ((T *)dst)[i] = (T)((UT)((const T *)a)[i] + (UT)((const T *)b)[i]);                        \
-    return true;
+    do {                                                                                           \
+        T *restrict d = dst;                                                                       \
+        const T *restrict b = delta;                                                               \
+        if (sign > 0)                                                                              \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                d[i] = (T)((UT)d[i] + (UT)b[i]);                                                   \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                d[i] = (T)((UT)d[i] - (UT)b[i]);                                                   \
+    } while (0)
     switch (dt) {
-    case TFS_DTYPE_FLOAT:  ADD_LOOP(float, float)
-    case TFS_DTYPE_DOUBLE: ADD_LOOP(double, double)
-    case TFS_DTYPE_INT32:  ADD_LOOP(int32_t, uint32_t)   /* wraps like TensorFlow, without UB */
-    case TFS_DTYPE_INT64:  ADD_LOOP(int64_t, uint64_t)
-    default:               return false;
+    case TFS_DTYPE_FLOAT:  ADD_LOOP(float, float); break;
+    case TFS_DTYPE_DOUBLE: ADD_LOOP(double, double); break;
+    case TFS_DTYPE_INT32:  ADD_LOOP(int32_t, uint32_t); break;   /* wraps like TensorFlow, no UB */
+    case TFS_DTYPE_INT64:  ADD_LOOP(int64_t, uint64_t); break;
+    default:               TFS_ASSERT(!"update_dtype_ok() checked the dtype");
     }
 #undef ADD_LOOP
 }
 
-enum tfs_code tfs__k_assign_add(tfs_kernel_ctx *k, tfs_status *st)
+/* v += sign * delta as one step under v's lock, in place when nothing else holds the value
+ * (tfs__variable_update_begin). *result (when not NULL) receives a reference to the new value. */
+static enum tfs_code update_variable(const tfs_node *n, tfs_variable *v, const tfs_tensor *delta,
+                                     int sign, tfs_tensor **result, tfs_status *st)
 {
-    const tfs_node *n = k->node;
-    tfs_variable *v;
-    enum tfs_code rc = variable_input(k, 0, true, &v, st);
+    enum tfs_code rc = check_value_dtype(n, v, delta, st);
     if (rc != TFS_OK)
         return rc;
-    const tfs_tensor *delta = k->in[1];
-    if ((rc = check_value_dtype(n, v, delta, st)) != TFS_OK)
-        return rc;
-    tfs_tensor *sum = NULL;
-    pthread_mutex_lock(&v->mu);   /* read, add and swap as one step */
+    if (!update_dtype_ok(v->dtype))
+        return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "%s of dtype %s is not supported",
+                             n->op_type, tfs_dtype_short_name(v->dtype));
+    tfs_tensor *dst = NULL, *replaced = NULL;
+    pthread_mutex_lock(&v->mu);
     const tfs_tensor *old = v->value;
     char a[128], b[128];
     if (!old) {
@@ -207,24 +248,40 @@ enum tfs_code tfs__k_assign_add(tfs_kernel_ctx *k, tfs_status *st)
                            "Cannot update variable with shape %s using a Tensor with shape %s, "
                            "shapes must be equal.", tfs_shape_str(old->rank, old->dims, a, sizeof a),
                            tfs_shape_str(delta->rank, delta->dims, b, sizeof b));
-    } else if ((rc = tfs_tensor_new(old->dtype, old->rank, old->dims, &sum, st)) == TFS_OK &&
-               !add_elements(old->dtype, sum->data, old->data, delta->data, old->nelem)) {
-        rc = tfs__node_err(n, st, TFS_UNIMPLEMENTED, "AssignAdd of dtype %s is not supported",
-                           tfs_dtype_short_name(old->dtype));
-    }
-    tfs_tensor *replaced = NULL;
-    if (rc == TFS_OK) {
-        replaced = v->value;
-        v->value = tfs_tensor_ref(sum);
+    } else if ((rc = tfs__variable_update_begin(v, &dst, st)) == TFS_OK) {
+        /* delta may be the old value itself (v += v); then dst is a copy, never delta. */
+        add_elements(v->dtype, dst->data, delta->data, sign, dst->nelem);
+        replaced = tfs__variable_update_commit(v, dst);
+        if (result)
+            *result = tfs_tensor_ref(dst);
     }
     pthread_mutex_unlock(&v->mu);
     tfs_tensor_unref(replaced);
-    if (rc != TFS_OK) {
-        tfs_tensor_unref(sum);
-        return rc;
-    }
-    k->out[0] = sum;
-    return TFS_OK;
+    return rc;
+}
+
+/* AssignAdd / AssignSub(ref, value) -> the updated value. */
+static enum tfs_code assign_update_ref(tfs_kernel_ctx *k, int sign, tfs_status *st)
+{
+    tfs_variable *v;
+    tfs_tensor *delta = NULL;
+    enum tfs_code rc = tfs__variable_input(k, 0, true, &v, st);
+    if (rc == TFS_OK)
+        rc = tfs__value_input(k, 1, &delta, st);
+    if (rc == TFS_OK)
+        rc = update_variable(k->node, v, delta, sign, &k->out[0], st);
+    tfs_tensor_unref(delta);
+    return rc;
+}
+
+enum tfs_code tfs__k_assign_add(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return assign_update_ref(k, 1, st);
+}
+
+enum tfs_code tfs__k_assign_sub(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return assign_update_ref(k, -1, st);
 }
 
 /* ---- resource variables --------------------------------------------------------------------- */
@@ -243,7 +300,7 @@ enum tfs_code tfs__k_read_variable_op(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_variable *v;
     enum tfs_dtype dtype;
-    enum tfs_code rc = variable_input(k, 0, false, &v, st);
+    enum tfs_code rc = tfs__variable_input(k, 0, false, &v, st);
     if (rc == TFS_OK)
         rc = tfs__attr_type(k->node, "dtype", &dtype, st);
     if (rc != TFS_OK)
@@ -259,7 +316,7 @@ enum tfs_code tfs__k_assign_variable_op(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_variable *v;
     enum tfs_dtype dtype;
-    enum tfs_code rc = variable_input(k, 0, false, &v, st);
+    enum tfs_code rc = tfs__variable_input(k, 0, false, &v, st);
     if (rc == TFS_OK)
         rc = tfs__attr_type(k->node, "dtype", &dtype, st);
     if (rc != TFS_OK)
@@ -272,10 +329,37 @@ enum tfs_code tfs__k_assign_variable_op(tfs_kernel_ctx *k, tfs_status *st)
                           st);
 }
 
+/* AssignAddVariableOp / AssignSubVariableOp(resource, value): no outputs. */
+static enum tfs_code assign_update_resource(tfs_kernel_ctx *k, int sign, tfs_status *st)
+{
+    tfs_variable *v;
+    enum tfs_dtype dtype;
+    enum tfs_code rc = tfs__variable_input(k, 0, false, &v, st);
+    if (rc == TFS_OK)
+        rc = tfs__attr_type(k->node, "dtype", &dtype, st);
+    if (rc != TFS_OK)
+        return rc;
+    if (dtype != v->dtype)
+        return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT,
+                             "Trying to assign variable with wrong dtype. Expected %s got %s",
+                             tfs_dtype_short_name(v->dtype), tfs_dtype_short_name(dtype));
+    return update_variable(k->node, v, k->in[1], sign, NULL, st);
+}
+
+enum tfs_code tfs__k_assign_add_variable_op(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return assign_update_resource(k, 1, st);
+}
+
+enum tfs_code tfs__k_assign_sub_variable_op(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return assign_update_resource(k, -1, st);
+}
+
 enum tfs_code tfs__k_var_is_initialized_op(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_variable *v;
-    enum tfs_code rc = variable_input(k, 0, false, &v, st);
+    enum tfs_code rc = tfs__variable_input(k, 0, false, &v, st);
     if (rc == TFS_OK)
         rc = tfs_tensor_new_scalar(TFS_DTYPE_BOOL, &k->out[0], st);
     if (rc != TFS_OK)

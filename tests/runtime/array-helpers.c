@@ -67,7 +67,7 @@ enum tfs_code at_run(const char *op, int n_in, tfs_tensor **ins, bool set_T, at_
         fetches[i] = fetch_names[i];
         outs[i] = NULL;
     }
-    enum tfs_code rc = tfs_session_run(s, feeds, n_in, fetches, n_out, NULL, 0, outs, st);
+    enum tfs_code rc = rt_run_twice(s, op, feeds, n_in, fetches, n_out, outs, st);
     tfs_session_free(s);
     for (int i = 0; i < n_in; i++)
         tfs_tensor_unref(ins[i]);

@@ -75,6 +75,46 @@ enum tfs_code rt_run1(tfs_session *s, const tfs_feed *feeds, int nfeeds, const c
     return tfs_session_run(s, feeds, nfeeds, &fetch, 1, NULL, 0, out, st);
 }
 
+void rt_assert_same(const tfs_tensor *a, const tfs_tensor *b, const char *what)
+{
+    ck_assert_msg(a && b, "%s: missing tensor", what);
+    ck_assert_msg(a->dtype == b->dtype && tfs_shape_equal(a->rank, a->dims, b->rank, b->dims),
+                  "%s: dtype or shape differs between runs", what);
+    if (a->dtype == TFS_DTYPE_STRING) {
+        const tfs_string *x = a->data, *y = b->data;
+        for (int64_t i = 0; i < a->nelem; i++)
+            ck_assert_msg(x[i].len == y[i].len &&
+                              (x[i].len == 0 || !memcmp(x[i].data, y[i].data, x[i].len)),
+                          "%s: string %lld differs between runs", what, (long long)i);
+        return;
+    }
+    if (a->dtype == TFS_DTYPE_RESOURCE || a->dtype == TFS_DTYPE_VARIANT || a->nbytes == 0)
+        return;   /* pointers, not values */
+    ck_assert_msg(a->nbytes == b->nbytes && !memcmp(a->data, b->data, a->nbytes),
+                  "%s: the run with buffer reuse differs from the first run", what);
+}
+
+enum tfs_code rt_run_twice(tfs_session *s, const char *op, const tfs_feed *feeds, int nfeeds,
+                           const char *const *fetches, int nfetches, tfs_tensor **outputs,
+                           tfs_status *st)
+{
+    enum tfs_code rc = tfs_session_run(s, feeds, nfeeds, fetches, nfetches, NULL, 0, outputs, st);
+    const struct tfs_op_def *d = tfs__op_lookup(op);
+    if (rc != TFS_OK || !d || (d->flags & TFS_OPF_STATEFUL))
+        return rc;
+    tfs_tensor *again[16] = {NULL};
+    tfs_status st2;
+    ck_assert_int_le(nfetches, 16);
+    ck_assert_msg(tfs_session_run(s, feeds, nfeeds, fetches, nfetches, NULL, 0, again, &st2) ==
+                      TFS_OK, "%s: second run failed: %s", op, st2.msg);
+    for (int i = 0; i < nfetches; i++) {
+        rt_assert_same(outputs[i], again[i], op);
+        tfs_tensor_unref(outputs[i]);
+        outputs[i] = again[i];
+    }
+    return rc;
+}
+
 enum tfs_code rt_run_op(const char *op, tfs_tensor *a, tfs_tensor *b, bool T_attr,
                         rt_attr_fn extra, void *arg, tfs_tensor **out, tfs_status *st)
 {
@@ -88,7 +128,8 @@ enum tfs_code rt_run_op(const char *op, tfs_tensor *a, tfs_tensor *b, bool T_att
         extra(g, id, arg);
     tfs_session *s = rt_session(g, NULL);
     tfs_feed feeds[2] = {{"a:0", a}, {"b:0", b}};
-    enum tfs_code rc = rt_run1(s, feeds, b ? 2 : 1, "op:0", out, st);
+    const char *fetch = "op:0";
+    enum tfs_code rc = rt_run_twice(s, op, feeds, b ? 2 : 1, &fetch, 1, out, st);
     tfs_session_free(s);
     return rc;
 }

@@ -26,9 +26,19 @@ tfs_session *rt_session(tfs_graph *g, const tfs_session_opts *opts);
 /* One fetch, no targets. */
 enum tfs_code rt_run1(tfs_session *s, const tfs_feed *feeds, int nfeeds, const char *fetch,
                       tfs_tensor **out, tfs_status *st);
+/* tfs_session_run, then -- unless op type `op` is stateful -- the same run again, which uses the
+ * memory plan the first run learned (buffer reuse on; with tfs__plan_test_flags' POISON and
+ * PLAN_ESCAPED, as main.c sets them, every migrated kernel then writes into a poisoned arena
+ * region). Asserts that both runs give bit-identical outputs; outputs[] receives the second's.
+ * This is how every kernel suite checks "same results with and without buffer reuse". */
+enum tfs_code rt_run_twice(tfs_session *s, const char *op, const tfs_feed *feeds, int nfeeds,
+                           const char *const *fetches, int nfetches, tfs_tensor **outputs,
+                           tfs_status *st);
+/* Asserts that a and b have the same dtype, shape and element bytes (strings by content). */
+void rt_assert_same(const tfs_tensor *a, const tfs_tensor *b, const char *what);
 /* Builds a graph of Placeholders "a" (and "b" when b is not NULL) feeding one node "op" of type
- * `op` (attr T = a's dtype unless T_attr is false), runs it once and frees everything but the
- * result. `extra` may add attrs to node id `op_id` before finalize. */
+ * `op` (attr T = a's dtype unless T_attr is false), runs it (rt_run_twice) and frees everything
+ * but the result. `extra` may add attrs to node id `op_id` before finalize. */
 typedef void (*rt_attr_fn)(tfs_graph *g, int op_id, void *arg);
 enum tfs_code rt_run_op(const char *op, tfs_tensor *a, tfs_tensor *b, bool T_attr,
                         rt_attr_fn extra, void *arg, tfs_tensor **out, tfs_status *st);

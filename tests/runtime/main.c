@@ -2,8 +2,9 @@
  * of N threads (default: the CPUs); CMakeLists.txt runs them at 1 and at 2. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "runtime/runtime.h"
+#include "runtime/runtime-impl.h"
 
 Suite *suite_runtime_base(void);
 Suite *suite_runtime_tensor(void);
@@ -28,9 +29,37 @@ Suite *suite_runtime_array_string(void);
 Suite *suite_runtime_gemm(void);
 Suite *suite_runtime_threadpool(void);
 Suite *suite_runtime_parallel(void);
+Suite *suite_runtime_plan(void);
+Suite *suite_runtime_plan_reuse(void);
+Suite *suite_runtime_training(void);
+Suite *suite_runtime_random(void);
+Suite *suite_runtime_array_grad(void);
+Suite *suite_runtime_gradients(void);
+Suite *suite_runtime_build(void);
+Suite *suite_runtime_nn_grad_act(void);
+Suite *suite_runtime_nn_grad_conv(void);
+Suite *suite_runtime_nn_grad_pool(void);
+Suite *suite_runtime_nn_grad_norm(void);
+Suite *suite_runtime_nn_grad_loss(void);
+Suite *suite_runtime_rewrite(void);
+Suite *suite_runtime_rewrite_fuse(void);
+Suite *suite_runtime_nn_fused(void);
+
+/* TFS_TEST_BUFFER_REUSE=0 runs every suite with buffer reuse off (ctest's runtime-noreuse);
+ * otherwise kernels write into poisoned arena regions wherever a test runs a graph twice
+ * (rt_run_twice), and single-op graphs have their fetched output planned too. */
+static void set_plan_test_flags(void)
+{
+    const char *v = getenv("TFS_TEST_BUFFER_REUSE");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "off")))
+        tfs__plan_set_test_flags(TFS_PLAN_TEST_NO_REUSE);
+    else
+        tfs__plan_set_test_flags(TFS_PLAN_TEST_POISON | TFS_PLAN_TEST_PLAN_ESCAPED);
+}
 
 int main(void)
 {
+    set_plan_test_flags();
     const char *threads = getenv("TFS_TEST_THREADS");
     if (threads && *threads)
         tfs_runtime_set_num_threads(atoi(threads));
@@ -54,6 +83,21 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_array_move());
     srunner_add_suite(sr, suite_runtime_array_index());
     srunner_add_suite(sr, suite_runtime_array_string());
+    srunner_add_suite(sr, suite_runtime_plan());
+    srunner_add_suite(sr, suite_runtime_plan_reuse());
+    srunner_add_suite(sr, suite_runtime_training());
+    srunner_add_suite(sr, suite_runtime_random());
+    srunner_add_suite(sr, suite_runtime_array_grad());
+    srunner_add_suite(sr, suite_runtime_build());
+    srunner_add_suite(sr, suite_runtime_gradients());
+    srunner_add_suite(sr, suite_runtime_nn_grad_act());
+    srunner_add_suite(sr, suite_runtime_nn_grad_conv());
+    srunner_add_suite(sr, suite_runtime_nn_grad_pool());
+    srunner_add_suite(sr, suite_runtime_nn_grad_norm());
+    srunner_add_suite(sr, suite_runtime_nn_grad_loss());
+    srunner_add_suite(sr, suite_runtime_rewrite());
+    srunner_add_suite(sr, suite_runtime_rewrite_fuse());
+    srunner_add_suite(sr, suite_runtime_nn_fused());
     srunner_add_suite(sr, suite_runtime_gemm());
     srunner_add_suite(sr, suite_runtime_threadpool());
     srunner_add_suite(sr, suite_runtime_parallel());

@@ -9,6 +9,9 @@ Suite *suite_savedmodel_load(void);
 Suite *suite_savedmodel_tfrecord(void);
 Suite *suite_savedmodel_import_control(void);
 Suite *suite_savedmodel_array_ops(void);
+Suite *suite_savedmodel_checkpoint(void);
+Suite *suite_savedmodel_events(void);
+Suite *suite_savedmodel_rewrite(void);
 
 int main(void)
 {
@@ -19,6 +22,9 @@ int main(void)
     srunner_add_suite(sr, suite_savedmodel_tfrecord());
     srunner_add_suite(sr, suite_savedmodel_import_control());
     srunner_add_suite(sr, suite_savedmodel_array_ops());
+    srunner_add_suite(sr, suite_savedmodel_checkpoint());
+    srunner_add_suite(sr, suite_savedmodel_events());
+    srunner_add_suite(sr, suite_savedmodel_rewrite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -31,6 +31,7 @@ START_TEST(test_flags_defaults)
     ck_assert_str_eq(f.model_name, "default");
     ck_assert_str_eq(f.model_base_path, "");
     ck_assert_str_eq(f.saved_model_tags, "serve");
+    ck_assert(f.graph_rewrites);
     ck_assert_int_eq(f.verbosity, TFS_LOG_LEVEL_INFO);
     ck_assert(!f.version && !f.help);
     ck_assert_int_eq(f.n_unknown, 0);
@@ -46,8 +47,9 @@ START_TEST(test_flags_values)
                     "--verbosity=debug", "--model_name=last_wins", "--grpc_num_threads=5",
                     "--grpc_max_threads=12",
                     "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b",
-                    "--tensorflow_intra_op_parallelism=3"};
-    tfs_server_flags f = parse_ok(14, argv);
+                    "--graph_rewrites=false", "--tensorflow_intra_op_parallelism=3"};
+    tfs_server_flags f = parse_ok(15, argv);
+    ck_assert(!f.graph_rewrites);
     ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 3);
     ck_assert_int_eq(f.grpc_num_threads, 5);
     ck_assert_int_eq(f.grpc_max_threads, 12);
@@ -145,7 +147,7 @@ START_TEST(test_flags_usage_and_version)
                            "--model_base_path=", "--saved_model_tags=serve", "--verbosity=info",
                            "--version=false", "--help=false", "--grpc_num_threads=2",
                            "--grpc_max_threads=", "--grpc_channel_arguments=",
-                           "--tensorflow_intra_op_parallelism=0"};
+                           "--graph_rewrites=true", "--tensorflow_intra_op_parallelism=0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(text, names[i]), "usage lacks %s:\n%s", names[i], text);
     free(text);

@@ -1,0 +1,93 @@
+/* train/ fit: Estimator's train/evaluate/export loop over a model and datasets — epochs of
+ * optimizer steps with a progress bar, evaluation after each epoch, TensorFlow checkpoints
+ * every N steps or seconds (with exact resume), TensorBoard event files, warm start, learning
+ * curves and a SavedModel export at the end. Part of train/train.h; built only from public API
+ * (model.h, the datasets, savedmodel/), so users can copy and adapt it.
+ *
+ *     tfs_fit_opts o = tfs_fit_opts_default();
+ *     o.epochs = 5;  o.checkpoint_dir = "/tmp/run/ckpt";  o.export_dir = "/tmp/run/export";
+ *     tfs_fit_result r;
+ *     if (tfs_train_fit(model, train_ds, eval_ds, &o, &r, &st) != TFS_OK) ...
+ *     tfs_fit_result_free(&r);
+ *
+ * Datasets: train_ds yields batches of (features, labels) — components `feature` and `label`
+ * by name — for opts.epochs epochs (its own epochs setting must be at least that); eval_ds (may
+ * be NULL) one epoch per evaluation, rewound with tfs_dataset_seek each time.
+ * Resume: with opts.resume and a checkpoint in checkpoint_dir, the model's variables, the
+ * random ops' generator states, the training dataset's position and the curves so far are
+ * restored, so the run continues exactly where the checkpoint was written: an interrupted run
+ * and an uninterrupted one end with the same weights.
+ */
+#ifndef TFS_TRAIN_FIT_H
+#define TFS_TRAIN_FIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "train/model.h"
+
+struct tfs_dataset;
+
+typedef struct tfs_fit_opts {
+    int64_t     epochs;                  /* default 1 */
+    int64_t     max_steps;               /* stop after this global step (0: no limit) */
+    const char *feature;                 /* component names; default "x" and "y" */
+    const char *label;
+    const char *checkpoint_dir;          /* NULL: no checkpoints */
+    int64_t     checkpoint_every_steps;  /* 0: only at the end of each epoch */
+    double      checkpoint_every_secs;   /* 0: off */
+    int         keep_checkpoint_max;     /* default 5; 0 keeps all */
+    bool        resume;                  /* continue from the latest checkpoint in checkpoint_dir */
+    const char *warm_start;              /* checkpoint prefix or directory: weights to start from */
+    const char *log_dir;                 /* TensorBoard event files; NULL: none */
+    int64_t     log_every_steps;         /* scalars "loss", "learning_rate" (default 100) */
+    bool        histograms;              /* weights and gradients after each epoch (default true) */
+    const char *export_dir;              /* export base path: a new version folder at the end */
+    const char *plot;                    /* learning curves (.svg) */
+    FILE       *out;                     /* progress (default stdout); NULL output with quiet */
+    bool        quiet;
+    int         progress;                /* -1 auto (a bar on a terminal), 0 lines, 1 bar */
+} tfs_fit_opts;
+
+tfs_fit_opts tfs_fit_opts_default(void);
+
+typedef struct tfs_fit_result {
+    int64_t epochs;          /* epochs recorded below (including ones before a resume) */
+    double *train_loss;      /* [epochs] mean training loss of each epoch */
+    double *train_accuracy;  /* [epochs] NaN for regression */
+    double *eval_loss;       /* [epochs] NaN without eval_ds */
+    double *eval_accuracy;   /* [epochs] */
+    double *seconds;         /* [epochs] wall time of each epoch's training steps */
+    int64_t global_step;
+    char   *export_path;     /* the version folder written, or NULL */
+    char   *checkpoint;      /* the last checkpoint prefix written, or NULL */
+} tfs_fit_result;
+
+void tfs_fit_result_free(tfs_fit_result *r);
+
+/* Trains (see above). Errors: those of the datasets and the model (a NaN loss stops the run:
+ * INVALID_ARGUMENT naming the step), of checkpoint and export writes (the previous checkpoint
+ * stays intact), FAILED_PRECONDITION for resume without a checkpoint in the directory. On error
+ * *res still holds the epochs completed. */
+enum tfs_code tfs_train_fit(tfs_model *m, struct tfs_dataset *train_ds,
+                            struct tfs_dataset *eval_ds, const tfs_fit_opts *opts,
+                            tfs_fit_result *res, tfs_status *st);
+
+/* Evaluates the model on one epoch of ds: mean loss and accuracy (NaN for regression). */
+enum tfs_code tfs_train_evaluate(tfs_model *m, struct tfs_dataset *ds, const char *feature,
+                                 const char *label, double *loss, double *accuracy,
+                                 tfs_status *st);
+
+/* Saves a checkpoint of every variable of m (plus the training state fit resumes from: the
+ * dataset position when ds is not NULL) as <dir>/model.ckpt-<global step>. */
+enum tfs_code tfs_train_save(tfs_model *m, const struct tfs_dataset *ds, const char *dir,
+                             int keep_checkpoint_max, char **prefix_out, tfs_status *st);
+/* Loads a checkpoint (a prefix, or a directory: its latest) into m: every variable of m must be
+ * in it with the same dtype and shape (NOT_FOUND / INVALID_ARGUMENT naming it); with
+ * weights_only, only model weights are read and missing ones are skipped (warm start). The
+ * dataset position is restored into ds when given and present. */
+enum tfs_code tfs_train_restore(tfs_model *m, struct tfs_dataset *ds, const char *path,
+                                bool weights_only, int *n_restored, tfs_status *st);
+
+#endif

@@ -1,0 +1,194 @@
+/* tfserve-train: trains the model a config file describes (train/config.h; examples/ has
+ * annotated ones), with progress on stdout, and exports it as a SavedModel tfserve serves.
+ *
+ *     tfserve-train examples/fashion_mnist_mlp.ini [--epochs=1] [--resume] [--plot=curves.svg]
+ *
+ * Exit status: 0 trained (and exported when export_dir is set); 1 a failure (the message names
+ * the file, step or op at fault); 2 bad usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/config.h"
+#include "train/fit.h"
+#include "train/train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tfserve-train CONFIG [flags]\n"
+            "  Trains the model CONFIG describes (see examples/README.md for the format).\n"
+            "flags (each overrides the config file):\n"
+            "  --epochs=N            epochs to train\n"
+            "  --max_steps=N         stop after this global step\n"
+            "  --resume              continue from the latest checkpoint in checkpoint_dir\n"
+            "  --warm_start=PATH     start from the weights of a checkpoint (prefix or directory)\n"
+            "  --checkpoint_dir=DIR  write checkpoints there\n"
+            "  --log_dir=DIR         write TensorBoard event files there\n"
+            "  --export_dir=DIR      export a SavedModel version folder there at the end\n"
+            "  --plot=FILE.svg       draw the loss and accuracy curves per epoch\n"
+            "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
+            "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
+            "  --quiet               no progress output\n"
+            "  --help                this text\n");
+}
+
+static const char *flag_value(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static bool parse_int(const char *s, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* The flags, read (and checked) before the config file is. */
+typedef struct flags {
+    int64_t     epochs, max_steps;   /* -1: not given */
+    bool        resume, check_numerics, quiet;
+    const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot;
+    int         progress;            /* -3: not given */
+} flags;
+
+/* Parses one flag into f; false for an unknown flag or a bad value. */
+static bool parse_flag(const char *a, flags *f)
+{
+    const char *v;
+    if ((v = flag_value(a, "--epochs")))
+        return parse_int(v, &f->epochs) && f->epochs > 0;
+    if ((v = flag_value(a, "--max_steps")))
+        return parse_int(v, &f->max_steps);
+    if ((v = flag_value(a, "--progress"))) {
+        f->progress = !strcmp(v, "bar") ? 1 : !strcmp(v, "lines") ? 0 : -2;
+        return f->progress != -2;
+    }
+    if ((v = flag_value(a, "--plot"))) {
+        size_t n = strlen(v);
+        f->plot = v;
+        return n >= 4 && !strcmp(v + n - 4, ".svg");
+    }
+    const struct {
+        const char *name;
+        const char **dst;
+    } S[] = {{"--warm_start", &f->warm_start}, {"--checkpoint_dir", &f->checkpoint_dir},
+             {"--log_dir", &f->log_dir}, {"--export_dir", &f->export_dir}};
+    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++)
+        if ((v = flag_value(a, S[i].name)))
+            return *(*S[i].dst = v) != '\0';
+    const struct {
+        const char *name;
+        bool *dst;
+    } B[] = {{"--resume", &f->resume}, {"--check_numerics", &f->check_numerics},
+             {"--quiet", &f->quiet}};
+    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++)
+        if (!strcmp(a, B[i].name))
+            return *B[i].dst = true;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL;
+    flags fl = {.epochs = -1, .max_steps = -1, .progress = -3};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    /* Usage first: a bad flag is exit 2 whatever the config file holds. */
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-') {
+            if (config) {
+                fprintf(stderr, "tfserve-train: more than one config file ('%s', '%s')\n",
+                        config, argv[i]);
+                return 2;
+            }
+            config = argv[i];
+        } else if (!parse_flag(argv[i], &fl)) {
+            if (flag_value(argv[i], "--plot"))
+                fprintf(stderr, "tfserve-train: --plot: only .svg files can be written\n");
+            else
+                fprintf(stderr, "tfserve-train: bad flag '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!config) {
+        usage(stderr);
+        return 2;
+    }
+    tfs_status st;
+    tfs_train_config *c = NULL;
+    if (tfs_train_config_load(config, &c, &st) != TFS_OK) {
+        fprintf(stderr, "tfserve-train: %s\n", st.msg);
+        return 1;
+    }
+    tfs_fit_opts *f = &c->fit;
+    if (fl.epochs > 0)
+        f->epochs = fl.epochs;
+    if (fl.max_steps >= 0)
+        f->max_steps = fl.max_steps;
+    if (fl.progress != -3)
+        f->progress = fl.progress;
+    f->resume = f->resume || fl.resume;
+    f->quiet = f->quiet || fl.quiet;
+    c->model.check_numerics = c->model.check_numerics || fl.check_numerics;
+    if (fl.warm_start)
+        f->warm_start = fl.warm_start;
+    if (fl.checkpoint_dir)
+        f->checkpoint_dir = fl.checkpoint_dir;
+    if (fl.log_dir)
+        f->log_dir = fl.log_dir;
+    if (fl.export_dir)
+        f->export_dir = fl.export_dir;
+    if (fl.plot)
+        f->plot = fl.plot;
+    if (f->plot) {
+        size_t n = strlen(f->plot);
+        if (n < 4 || strcmp(f->plot + n - 4, ".svg")) {
+            fprintf(stderr, "tfserve-train: %s: plot: only .svg files can be written\n", config);
+            tfs_train_config_free(c);
+            return 1;
+        }
+    }
+    tfs_dataset *train = NULL, *eval = NULL;
+    tfs_model *m = NULL;
+    tfs_fit_result r;
+    memset(&r, 0, sizeof r);
+    int status = 1;
+    if (tfs_train_config_datasets(c, &train, &eval, &st) != TFS_OK)
+        goto done;
+    if (tfs_model_new(&c->model, &c->optimizer, &m, &st) != TFS_OK)
+        goto done;
+    if (!f->quiet)
+        printf("tfserve-train: %s: %d layers, %d variables, %lld training examples, batch %lld, "
+               "%s %g\n", config, c->model.n_layers, tfs_model_variable_count(m),
+               (long long)tfs_dataset_cardinality(train), (long long)c->data.batch_size,
+               tfs_optimizer_name(c->optimizer.kind), c->optimizer.learning_rate);
+    if (tfs_train_fit(m, train, eval, f, &r, &st) != TFS_OK)
+        goto done;
+    if (!f->quiet && r.epochs > 0) {
+        int64_t e = r.epochs - 1;
+        printf("done: %lld steps", (long long)r.global_step);
+        if (r.eval_accuracy[e] == r.eval_accuracy[e])
+            printf(", eval accuracy %.4f", r.eval_accuracy[e]);
+        printf("\n");
+    }
+    status = 0;
+done:
+    if (status != 0)
+        fprintf(stderr, "tfserve-train: %s: %s\n", tfs_code_name(st.code), st.msg);
+    tfs_fit_result_free(&r);
+    tfs_model_free(m);
+    tfs_dataset_free(train);
+    tfs_dataset_free(eval);
+    tfs_train_config_free(c);
+    return status;
+}
