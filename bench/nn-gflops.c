@@ -6,11 +6,12 @@
  * OpenBLAS is compared at its best: unless --keep-env is given (or the CPU lacks AVX-512), the
  * program re-executes itself with OPENBLAS_CORETYPE=SkylakeX, since OpenBLAS reads it once, when
  * it loads, and otherwise may pick slower kernels (the machines export Haswell; unset, 0.3.21
- * takes a Zen 5 for a Prescott). Both libraries get the same thread count for each table. Each
- * figure is the median of --reps timed loops (default 5) of at least 0.1 s, the libraries' loops
- * taking turns; OpenBLAS's spinning workers are given time to sleep before ours run. --cpu-time
- * divides by the process's CPU time instead of the wall clock: on one thread, the speed that
- * other processes' load on a shared machine does not take away; on more, GFLOP per CPU-second.
+ * takes this machine's AVX-512 CPU for a Prescott). Both libraries get the same thread count for
+ * each table. Each figure is the median of --reps timed loops (default 5) of at least 0.1 s, the
+ * libraries' loops taking turns; OpenBLAS's spinning workers are given time to sleep before ours
+ * run. --cpu-time divides by the process's CPU time instead of the wall clock: on one thread, the
+ * speed that other processes' load on a shared machine does not take away; on more, GFLOP per
+ * CPU-second.
  *   Like the tests, this includes runtime-impl.h, for tfs__sgemm.
  */
 #include <cblas.h>
@@ -183,15 +184,17 @@ static void gemm_table(const opts *o)
             const shape *s = &shapes[i];
             if (o->filter && !strstr(s->name, o->filter))
                 continue;
-            float *a = alloc_filled((int64_t)s->m * s->k, 1), *b = alloc_filled((int64_t)s->k * s->n, 2);
-            float *c = alloc_filled((int64_t)s->m * s->n, 3), *c2 = alloc_filled((int64_t)s->m * s->n, 4);
+            int64_t mk = (int64_t)s->m * s->k, kn = (int64_t)s->k * s->n, mn = (int64_t)s->m * s->n;
+            float *a = alloc_filled(mk, 1), *b = alloc_filled(kn, 2);
+            float *c = alloc_filled(mn, 3), *c2 = alloc_filled(mn, 4);
             gemm_arg g = {s, a, b, c};
             double err = compare(&g, c2);
             double flops = 2.0 * s->m * s->n * s->k, r[2];
             measure(2, (call_fn[]){call_ours, call_blas}, (void *[]){&g, &g},
                     (bool[]){false, true}, flops, o->reps, r);
             double ours = r[0], blas = r[1];
-            printf("%-42s %9.1f %9.1f %6.0f%% %9.1e\n", s->name, ours, blas, 100 * ours / blas, err);
+            printf("%-42s %9.1f %9.1f %6.0f%% %9.1e\n", s->name, ours, blas, 100 * ours / blas,
+                   err);
             fflush(stdout);
             lo = ours / blas < lo ? ours / blas : lo;
             free(a);
@@ -391,7 +394,8 @@ int main(int argc, char **argv)
     printf("tfserve GEMM kernels: %s; pool of %d threads by default\n", tfs_runtime_gemm_kernel(),
            tfs_runtime_num_threads());
     printf("OpenBLAS: %s; core %s; OPENBLAS_CORETYPE=%s; OPENBLAS_L2_SIZE=%s\n",
-           openblas_get_config(), openblas_get_corename(), ct ? ct : "(unset)", l2 ? l2 : "(unset)");
+           openblas_get_config(), openblas_get_corename(), ct ? ct : "(unset)",
+           l2 ? l2 : "(unset)");
     printf("GFLOP/s by %s; medians of %d loops\n",
            clock_id == CLOCK_MONOTONIC ? "the wall clock" : "process CPU time", o.reps);
     gemm_table(&o);

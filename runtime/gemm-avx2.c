@@ -49,7 +49,12 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             b1 = load(b + 8, masked, m1);
 #pragma GCC unroll 6
         for (int r = 0; r < MRV; r++) {
-            int64_t off = r == 0 ? 0 : r == 1 ? L : r == 2 ? 2 * L : r == 3 ? L3 : r == 4 ? 4 * L : L5;
+            int64_t off = r == 0   ? 0
+                          : r == 1 ? L
+                          : r == 2 ? 2 * L
+                          : r == 3 ? L3
+                          : r == 4 ? 4 * L
+                                   : L5;
             __m256 av = _mm256_broadcast_ss((const float *)(a + off));
             c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
             if (NV > 1)
@@ -94,7 +99,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
 #define V6(R, M, NV)                                                                               \
     V(R, M, NV, 1) V(R, M, NV, 2) V(R, M, NV, 3) V(R, M, NV, 4) V(R, M, NV, 5) V(R, M, NV, 6)
 #define T6(R, M, NV)                                                                               \
-    {k_##R##_##M##_##NV##_1, k_##R##_##M##_##NV##_2, k_##R##_##M##_##NV##_3,                        \
+    {k_##R##_##M##_##NV##_1, k_##R##_##M##_##NV##_2, k_##R##_##M##_##NV##_3,                       \
      k_##R##_##M##_##NV##_4, k_##R##_##M##_##NV##_5, k_##R##_##M##_##NV##_6}
 
 V6(1, 0, 1) V6(1, 0, 2) V6(1, 1, 1) V6(1, 1, 2)

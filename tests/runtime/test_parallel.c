@@ -166,7 +166,8 @@ START_TEST(test_parallel_reduce)
         double want = 0;
         for (int64_t j = 0; j < 500; j++)
             want += ((const float *)a->data)[r * 500 + j];
-        ck_assert_msg(fabs(((const float *)s->data)[r] - want) < 1e-4, "Sum row %lld", (long long)r);
+        ck_assert_msg(fabs(((const float *)s->data)[r] - want) < 1e-4, "Sum row %lld",
+                      (long long)r);
     }
     tfs_tensor_unref(s);
     same_bits_free("Max", a, ax1, NULL, true);
