@@ -315,9 +315,11 @@ static bool bad_stride(int64_t lda)
 
 /* Chooses the task grid for `threads` threads (sets g->tm, g->tn); returns the lanes to run.
  * Cutting rows into tm groups reads B tm times, cutting columns into tn groups reads A tn times;
- * the estimate weighs that traffic against the rounds of the longest task, with at least one
- * task per thread (where there are enough tiles) and at most four. */
-static int plan_tasks(gemm *g, int threads)
+ * the estimate weighs that traffic against the rounds of the longest task, with at least
+ * min_tasks tasks (where there are enough tiles) and at most four per thread. Two or more per
+ * thread let the others take over the tasks of a thread the OS has descheduled, which on a
+ * shared machine happens in most products longer than a fraction of a millisecond. */
+static int plan_tasks(gemm *g, int threads, int min_tasks)
 {
     const int MR = g->K->mr, NR = g->K->nr;
     int64_t um = g->units_m, un = g->nj;
@@ -330,7 +332,7 @@ static int plan_tasks(gemm *g, int threads)
     for (int64_t tm = 1; tm <= um && tm <= 4 * threads; tm++)
         for (int64_t tn = 1; tn <= un && tm * tn <= 4 * threads; tn++) {
             int64_t tasks = tm * tn;
-            if (tasks < threads && !(tm == um && tn == un))
+            if (tasks < min_tasks && !(tm == um && tn == un))
                 continue;
             int64_t rounds = (tasks + threads - 1) / threads;
             int64_t longest = ((um + tm - 1) / tm) * ((un + tn - 1) / tn);
@@ -391,10 +393,11 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
     /* One thread's time, about: multiply-adds at ~64 per ns, or reading A and B at ~20 floats
      * per ns (a batch-1 product streams B), whichever is longer. */
     double fmas = (double)m * (double)n * (double)k, floats = (double)k * (double)(m + n);
-    double by_work = (fmas / 64.0 > floats / 20.0 ? fmas / 64.0 : floats / 20.0) /
-                     MIN_NS_PER_THREAD;
+    double one_ns = fmas / 64.0 > floats / 20.0 ? fmas / 64.0 : floats / 20.0;
+    double by_work = one_ns / MIN_NS_PER_THREAD;
     if (by_work < threads)
         threads = by_work < 1 ? 1 : (int)by_work;
+    int min_tasks = one_ns > 200000.0 ? 2 * threads : threads;
 
     size_t bbytes = g.pack_b ? (size_t)(nj * panel_bytes) + 64 : 0;
     size_t sbytes = g.pack_b ? (size_t)(g.nkb * nj) * sizeof(atomic_int) + 64 : 0;
@@ -426,7 +429,7 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
         if (g.pack_b)
             for (int64_t i = 0; i < g.nkb * g.nj; i++)
                 atomic_init(&g.bstate[i], PANEL_EMPTY);
-        int lanes = plan_tasks(&g, threads);
+        int lanes = plan_tasks(&g, threads, min_tasks);
         atomic_init(&g.next_task, lanes);
         if (lanes > 1)
             tfs__parallel_for(lanes, 1, lane, &g);
