@@ -74,9 +74,8 @@ static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, bool zeroed
             for (int64_t ih = h0; ih < h1; ih++)                                                   \
                 for (int64_t iw = w0; iw < w1; iw++) {                                             \
                     const TY *x = X + (img_ + ih * g.in_w + iw) * C;                               \
-                    for (int64_t c = 0; c < C; c++)                                                \
-                        if (x[c] > o[c] || x[c] != x[c])                                           \
-                            o[c] = x[c];                                                           \
+                    for (int64_t c = 0; c < C; c++) /* a select, so the loop vectorizes */     \
+                        o[c] = x[c] > o[c] || x[c] != x[c] ? x[c] : o[c];                          \
                 }                                                                                  \
         })                                                                                         \
     } while (0)
