@@ -3,6 +3,9 @@
  *
  *     tfserve-train examples/fashion_mnist_mlp.ini [--epochs=1] [--resume] [--plot=curves.svg]
  *
+ * --metrics_json=FILE writes the per-epoch figures (fit.h tfs_fit_result_json) for scripts such
+ * as bench/train_vs_pytorch.sh; also after a failure, with the epochs completed until then.
+ *
  * Exit status: 0 trained (and exported when export_dir is set); 1 a failure (the message names
  * the file, step or op at fault); 2 bad usage.
  */
@@ -28,6 +31,8 @@ static void usage(FILE *f)
             "  --log_dir=DIR         write TensorBoard event files there\n"
             "  --export_dir=DIR      export a SavedModel version folder there at the end\n"
             "  --plot=FILE.svg       draw the loss and accuracy curves per epoch\n"
+            "  --metrics_json=FILE   write per-epoch seconds (training steps only), loss and\n"
+            "                        accuracy (train and eval) as JSON at the end of the run\n"
             "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
             "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
             "  --quiet               no progress output\n"
@@ -52,7 +57,7 @@ static bool parse_int(const char *s, int64_t *out)
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL;
+    const char *config = NULL, *metrics_json = NULL;
     const char *v;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -99,7 +104,10 @@ int main(int argc, char **argv)
             f->export_dir = v;
         else if ((v = flag_value(a, "--plot")))
             f->plot = v;
-        else if (!strcmp(a, "--check_numerics"))
+        else if ((v = flag_value(a, "--metrics_json"))) {
+            metrics_json = v;
+            ok = *v != '\0';
+        } else if (!strcmp(a, "--check_numerics"))
             c->model.check_numerics = true;
         else if (!strcmp(a, "--quiet"))
             f->quiet = true;
@@ -125,6 +133,8 @@ int main(int argc, char **argv)
     tfs_model *m = NULL;
     tfs_fit_result r;
     memset(&r, 0, sizeof r);
+    tfs_status mst;
+    enum tfs_code rc;
     int status = 1;
     if (tfs_train_config_datasets(c, &train, &eval, &st) != TFS_OK)
         goto done;
@@ -135,7 +145,17 @@ int main(int argc, char **argv)
                "%s %g\n", config, c->model.n_layers, tfs_model_variable_count(m),
                (long long)tfs_dataset_cardinality(train), (long long)c->data.batch_size,
                tfs_optimizer_name(c->optimizer.kind), c->optimizer.learning_rate);
-    if (tfs_train_fit(m, train, eval, f, &r, &st) != TFS_OK)
+    rc = tfs_train_fit(m, train, eval, f, &r, &st);
+    /* Also after a failure: the epochs completed are worth having. */
+    if (metrics_json && tfs_fit_result_write_json(&r, metrics_json, &mst) != TFS_OK) {
+        if (rc == TFS_OK) {
+            st = mst;   /* reported below */
+            rc = mst.code;
+        } else {
+            fprintf(stderr, "tfserve-train: --metrics_json: %s\n", mst.msg);
+        }
+    }
+    if (rc != TFS_OK)
         goto done;
     if (!f->quiet && r.epochs > 0) {
         int64_t e = r.epochs - 1;

@@ -12,6 +12,7 @@ Suite *suite_train_fashion_mnist(void);
 Suite *suite_train_faults(void);
 Suite *suite_train_model(void);
 Suite *suite_train_plot(void);
+Suite *suite_train_fit_json(void);
 
 int main(void)
 {
@@ -25,6 +26,7 @@ int main(void)
     srunner_add_suite(sr, suite_train_faults());
     srunner_add_suite(sr, suite_train_model());
     srunner_add_suite(sr, suite_train_plot());
+    srunner_add_suite(sr, suite_train_fit_json());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
