@@ -12,7 +12,10 @@
 # each round trains every model once with each tool, back to back, the order alternating between
 # rounds), PT_THREADS (2,1: PyTorch's intra-op thread counts to run, each a configuration of its
 # own; the ratio is taken against the fastest in this run, since 2 threads, PyTorch's best on a
-# quiet machine, collapse when other processes keep the 2 cores busy), DATA_DIR
+# quiet machine, lose 10-100x when other processes keep the 2 cores busy and libgomp's threads
+# spin at its barriers), PT_OMP_WAIT_POLICY (PASSIVE: libgomp's threads sleep instead of
+# spinning, which keeps 2 threads at least as fast as 1 on the shared machine; empty: libgomp's
+# default), DATA_DIR
 # (/usr/share/datasets/fashion-mnist), TFSERVE_TRAIN_ARGS (extra tfserve-train flags), OUT_DIR
 # (keep the logs and JSON files there), MAX_STEPS (stop each run after that many steps: a quick
 # check of the script; the figures then cover partial epochs).
@@ -26,6 +29,7 @@ EPOCHS_MLP=${EPOCHS_MLP:-5}
 EPOCHS_CNN=${EPOCHS_CNN:-2}
 ROUNDS=${ROUNDS:-1}
 PT_THREADS=${PT_THREADS:-2,1}
+PT_OMP_WAIT_POLICY=${PT_OMP_WAIT_POLICY-PASSIVE}
 IFS=, read -r -a pt_threads <<<"$PT_THREADS"
 for t in "${pt_threads[@]}"; do
     [[ $t =~ ^[1-9][0-9]*$ ]] || die "PT_THREADS: '$t' is not a thread count"
@@ -36,7 +40,7 @@ PY=/usr/bin/python3   # Debian's numpy and torch work only with this interpreter
 MAX_STEPS=${MAX_STEPS:-0}
 OUT=${OUT_DIR:-$BENCH_TMP}
 mkdir -p "$OUT"
-rm -f "$OUT"/pytorch*-*.json "$OUT"/tfserve-*.json "$OUT/loads"
+rm -f "$OUT"/pytorch*-*.json "$OUT"/tfserve-*.json "$OUT"/*.time "$OUT/loads"
 
 models=()
 [ -n "${SKIP_MLP:-}" ] || models+=(mlp)
@@ -62,6 +66,7 @@ if [ ! -f "$DATA_DIR/train-images-idx3-ubyte.gz" ]; then
     [ "$DATA_DIR" = "$DEFAULT_DATA" ] || die "$DATA_DIR: no Fashion-MNIST IDX files"
     apt_install dataset-fashion-mnist
 fi
+[ -x /usr/bin/time ] || apt_install time
 if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
     apt_install python3-torch python3-numpy
     "$PY" -c 'import numpy, torch' || die "python3-torch installed but 'import torch' fails"
@@ -97,7 +102,7 @@ echo "train_vs_pytorch: Fashion-MNIST, batch 64, Adam 1e-3, ${models[*]}, $ROUND
 echo "  $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); OpenBLAS kernels:" \
     "$(openblas_core) (OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE:-unset})"
 echo "  pytorch $($PY -c 'import torch; print(torch.__version__)'): one run each with" \
-    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1"
+    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY ${PT_OMP_WAIT_POLICY:-unset}"
 echo "  tfserve: $TRAIN (${BUILD_TYPE:-unknown build type}, OPENBLAS_NUM_THREADS" \
     "${OPENBLAS_NUM_THREADS:-unset}) ${TFSERVE_TRAIN_ARGS:-}"
 echo "  load average at start: $LOAD_START"
@@ -105,21 +110,25 @@ echo "  load average at start: $LOAD_START"
 # run TOOL MODEL ROUND: one training run (TOOL: tfserve or pytorch-tN, N threads); its figures in
 # $OUT/TOOL-MODEL-ROUND.json.
 run() {
-    local tool=$1 model=$2 round=$3 epochs json log before rc=0
+    local tool=$1 model=$2 round=$3 epochs json log before rc=0 timing
+    # The whole process's wall and CPU seconds (data loading and evaluation included): CPU time
+    # shows spinning threads and is less at the mercy of the other processes than wall time.
+    timing=(/usr/bin/time -f "%e %U %S" -o "$OUT/$tool-$model-$round.time")
     [ "$model" = mlp ] && epochs=$EPOCHS_MLP || epochs=$EPOCHS_CNN
     json=$OUT/$tool-$model-$round.json
     log=$OUT/$tool-$model-$round.log
     before=$(loadavg)
     echo "-- round $round: $tool $model, $epochs epoch(s), load average $before"
     if [ "$tool" != tfserve ]; then
-        OPENBLAS_NUM_THREADS=1 "$PY" "$BENCH_DIR/train_pytorch.py" --model="$model" \
+        env OPENBLAS_NUM_THREADS=1 ${PT_OMP_WAIT_POLICY:+"OMP_WAIT_POLICY=$PT_OMP_WAIT_POLICY"} \
+            "${timing[@]}" "$PY" "$BENCH_DIR/train_pytorch.py" --model="$model" \
             --epochs="$epochs" --threads="${tool#pytorch-t}" --data="$DATA_DIR" \
             --max_steps="$MAX_STEPS" --json="$json" 2>&1 |
             tee "$log" | sed -u -n "s/^epoch/  $tool epoch/p" || rc=$?
     else
         # shellcheck disable=SC2086 # TFSERVE_TRAIN_ARGS: words on purpose
-        "$TRAIN" "$OUT/$model.ini" --epochs="$epochs" --progress=lines --metrics_json="$json" \
-            --max_steps="$MAX_STEPS" ${TFSERVE_TRAIN_ARGS:-} 2>&1 |
+        "${timing[@]}" "$TRAIN" "$OUT/$model.ini" --epochs="$epochs" --progress=lines \
+            --metrics_json="$json" --max_steps="$MAX_STEPS" ${TFSERVE_TRAIN_ARGS:-} 2>&1 |
             tee "$log" | sed -u -n 's/^epoch/  tfserve epoch/p; s/^  eval/  tfserve   eval/p' ||
             rc=$?
     fi
@@ -157,8 +166,8 @@ def fmt(v, f="{:.4f}"):
 
 ok = True
 print()
-print(f"{'model':5} {'tool':10} {'s/epoch':>8}  {'epochs (s)':30} {'acc ep1':>7} {'final':>7}  "
-      "load 1m before->after")
+print(f"{'model':5} {'tool':10} {'s/epoch':>8}  {'epochs (s)':30} {'acc ep1':>7} {'final':>7} "
+      f"{'run wall/CPU s':>15}  load 1m before->after")
 for m in models:
     med, final, first = {}, {}, {}
     for tool in tools:
@@ -169,12 +178,17 @@ for m in models:
         secs = [s for r in rs for s in r["seconds"] if s is not None]
         finals = [r["eval_accuracy"][-1] for r in rs if r["eval_accuracy"]]
         firsts = [r["eval_accuracy"][0] for r in rs if r["eval_accuracy"]]
+        times = []
+        for p in paths:
+            with open(p[:-len(".json")] + ".time") as f:
+                w, u, s = (float(x) for x in f.read().split()[-3:])
+            times.append(f"{w:.0f}/{u + s:.0f}")
         med[tool] = statistics.median(secs) if secs else None
         final[tool] = statistics.median(finals) if finals else None
         first[tool] = min(firsts) if firsts else None
         print(f"{m:5} {tool:10} {fmt(med[tool], '{:.2f}'):>8}  "
               f"{' '.join(f'{s:.2f}' for s in secs):30} {fmt(first[tool]):>7} "
-              f"{fmt(final[tool]):>7}  {', '.join(loads[(tool, m)])}")
+              f"{fmt(final[tool]):>7} {', '.join(times):>15}  {', '.join(loads[(tool, m)])}")
     pts = [t for t in med if t != "tfserve" and med[t] is not None]
     best = min(pts, key=lambda t: med[t]) if pts else None
     tf = med.get("tfserve")
