@@ -102,10 +102,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max_steps", type=int, default=0, help="stop after this many steps")
     ap.add_argument("--data", default=DATA)
+    ap.add_argument("--flush_denormal", action="store_true",
+                    help="flush denormals to zero (TensorFlow's default; PyTorch's is off)")
     ap.add_argument("--json", help="write the per-epoch figures there")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
+    if a.flush_denormal and not torch.set_flush_denormal(True):
+        sys.exit("--flush_denormal: not supported on this CPU")
     torch.manual_seed(a.seed)
     x, y = load(a.data, "train", a.model)
     tx, ty = load(a.data, "t10k", a.model)

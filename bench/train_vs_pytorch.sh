@@ -15,7 +15,8 @@
 # quiet machine, lose 10-100x when other processes keep the 2 cores busy and libgomp's threads
 # spin at its barriers), PT_OMP_WAIT_POLICY (PASSIVE: libgomp's threads sleep instead of
 # spinning, which keeps 2 threads at least as fast as 1 on the shared machine; empty: libgomp's
-# default), DATA_DIR
+# default), PT_FLUSH_DENORMAL (1: PyTorch flushes denormals to zero, as TensorFlow does; off by
+# default, as in PyTorch), DATA_DIR
 # (/usr/share/datasets/fashion-mnist), TFSERVE_TRAIN_ARGS (extra tfserve-train flags), OUT_DIR
 # (keep the logs and JSON files there), MAX_STEPS (stop each run after that many steps: a quick
 # check of the script; the figures then cover partial epochs), OPENBLAS_CORETYPE (default: SkylakeX
@@ -117,7 +118,8 @@ echo "train_vs_pytorch: Fashion-MNIST, batch 64, Adam 1e-3, ${models[*]}, $ROUND
 echo "  $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); OpenBLAS kernels:" \
     "$(openblas_core) (OPENBLAS_CORETYPE $CORETYPE_NOTE)"
 echo "  pytorch $($PY -c 'import torch; print(torch.__version__)'): one run each with" \
-    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY ${PT_OMP_WAIT_POLICY:-unset}"
+    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY ${PT_OMP_WAIT_POLICY:-unset}" \
+    "${PT_FLUSH_DENORMAL:+, denormals flushed}"
 echo "  tfserve: $TRAIN (${BUILD_TYPE:-unknown build type}, OPENBLAS_NUM_THREADS" \
     "${OPENBLAS_NUM_THREADS:-unset}) ${TFSERVE_TRAIN_ARGS:-}"
 echo "  load average at start: $LOAD_START"
@@ -138,7 +140,7 @@ run() {
         env OPENBLAS_NUM_THREADS=1 ${PT_OMP_WAIT_POLICY:+"OMP_WAIT_POLICY=$PT_OMP_WAIT_POLICY"} \
             "${timing[@]}" "$PY" "$BENCH_DIR/train_pytorch.py" --model="$model" \
             --epochs="$epochs" --threads="${tool#pytorch-t}" --data="$DATA_DIR" \
-            --max_steps="$MAX_STEPS" --json="$json" 2>&1 |
+            --max_steps="$MAX_STEPS" ${PT_FLUSH_DENORMAL:+--flush_denormal} --json="$json" 2>&1 |
             tee "$log" | sed -u -n "s/^epoch/  $tool epoch/p" || rc=$?
     else
         # shellcheck disable=SC2086 # TFSERVE_TRAIN_ARGS: words on purpose
