@@ -119,7 +119,8 @@ def main():
     print(f"pytorch {torch.__version__}: {a.model}, {n} training examples, batch {a.batch_size},"
           f" {torch.get_num_threads()} threads, OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS')}, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', '(libgomp default)')}", flush=True)
+          f"{os.environ.get('OMP_WAIT_POLICY', '(libgomp default)')}"
+          f"{', denormals flushed' if a.flush_denormal else ''}", flush=True)
     res = {"tool": f"pytorch {torch.__version__}", "epochs": 0, "global_step": 0, "seconds": [],
            "train_loss": [], "train_accuracy": [], "eval_loss": [], "eval_accuracy": []}
     step = 0

@@ -118,8 +118,8 @@ echo "train_vs_pytorch: Fashion-MNIST, batch 64, Adam 1e-3, ${models[*]}, $ROUND
 echo "  $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); OpenBLAS kernels:" \
     "$(openblas_core) (OPENBLAS_CORETYPE $CORETYPE_NOTE)"
 echo "  pytorch $($PY -c 'import torch; print(torch.__version__)'): one run each with" \
-    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY ${PT_OMP_WAIT_POLICY:-unset}" \
-    "${PT_FLUSH_DENORMAL:+, denormals flushed}"
+    "$PT_THREADS thread(s), OPENBLAS_NUM_THREADS=1," \
+    "OMP_WAIT_POLICY ${PT_OMP_WAIT_POLICY:-unset}${PT_FLUSH_DENORMAL:+, denormals flushed}"
 echo "  tfserve: $TRAIN (${BUILD_TYPE:-unknown build type}, OPENBLAS_NUM_THREADS" \
     "${OPENBLAS_NUM_THREADS:-unset}) ${TFSERVE_TRAIN_ARGS:-}"
 echo "  load average at start: $LOAD_START"
