@@ -288,7 +288,8 @@ tfs_out tfs__model_variable(tfs_build_ctx *b, const char *name, const int64_t *d
                             enum tfs_dtype dt, tfs_out init_value, bool weight, bool trainable)
 {
     tfs_shape shape = {.rank = rank};
-    memcpy(shape.dims, dims, (size_t)rank * sizeof(int64_t));
+    if (rank > 0)   /* scalars (global_step, Adam's beta powers) come with dims NULL */
+        memcpy(shape.dims, dims, (size_t)rank * sizeof(int64_t));
     tfs_out v = tfs_build_variable(b->g, name, dt, &shape);
     tfs_out init = TFS_OUT_NONE;
     if (!b->no_init) {
