@@ -3,7 +3,10 @@
  * the current weights as a TF1-style SavedModel (savedmodel/'s writer, which writes into a
  * temporary folder and renames it into place, so a polling server never sees half a model).
  * Signature serving_default: input "x"; outputs "probabilities" and "classes" (int64 argmax) for
- * classifiers, "predictions" for regression.
+ * classifiers, "predictions" for regression. Softmax classifiers with float inputs also get
+ * "classify" (TensorFlow Serving's Classify API and REST :classify): serialized tf.Examples whose
+ * float feature "x" holds one input, parsed in the graph by ParseExample as Estimator exports do,
+ * -> "classes" (the class indices as strings, [batch, classes]) and "scores" (probabilities).
  */
 #include "train/model-impl.h"
 
@@ -15,6 +18,87 @@
 static void name_of(tfs_graph *g, tfs_out o, char *buf, size_t n)
 {
     tfs_build_tensor_name(g, o, buf, n);
+}
+
+static tfs_tensor *string_tensor(int rank, const int64_t *dims, int n, tfs_status *st)
+{
+    tfs_tensor *t = NULL;
+    if (tfs_tensor_new(TFS_DTYPE_STRING, rank, dims, &t, st) != TFS_OK)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        char buf[24];
+        int len = snprintf(buf, sizeof buf, "%d", i);
+        if (tfs_tensor_set_string(t, i, buf, (size_t)len, st) != TFS_OK) {
+            tfs_tensor_unref(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+/* The classify signature's nodes (see the file comment); names into in_name and the outputs'
+ * into out_names[0] ("classes") and [1] ("scores"). */
+static enum tfs_code build_classify(tfs_build_ctx *b, const tfs_model_spec *spec,
+                                    tfs_layer *layers, int64_t classes, char *in_name,
+                                    char (*out_names)[256], tfs_status *st)
+{
+    tfs_graph *g = b->g;
+    enum tfs_code rc = TFS_OK;
+    tfs_tensor *key = NULL, *dflt = NULL, *names = NULL, *labels = NULL;
+    int64_t zero = 0;
+    tfs_build_scope_push(g, "classify");
+    tfs_out ser = tfs_build_placeholder(g, "input_example_tensor", TFS_DTYPE_STRING,
+                                        &(tfs_shape){1, {-1}});
+    if ((rc = tfs_tensor_new_scalar(TFS_DTYPE_STRING, &key, st)) != TFS_OK ||
+        (rc = tfs_tensor_set_string(key, 0, "x", 1, st)) != TFS_OK ||
+        (rc = tfs_tensor_new(TFS_DTYPE_FLOAT, 1, &zero, &dflt, st)) != TFS_OK ||
+        (rc = tfs_tensor_new(TFS_DTYPE_STRING, 1, &zero, &names, st)) != TFS_OK)
+        goto done;
+    if (!(labels = string_tensor(2, (int64_t[]){1, classes}, (int)classes, st))) {
+        rc = st ? st->code : TFS_RESOURCE_EXHAUSTED;
+        goto done;
+    }
+    tfs_out in[4] = {ser, tfs_build_const(g, "names", names), tfs_build_const(g, "key", key),
+                     tfs_build_const(g, "default", dflt)};
+    tfs_out parse = tfs_build_op(g, "ParseExample", NULL, 4, in);
+    if (tfs_out_ok(parse)) {
+        tfs_attr_value types = {.kind = TFS_ATTR_LIST}, shapes = {.kind = TFS_ATTR_LIST},
+                       none = {.kind = TFS_ATTR_LIST};
+        enum tfs_dtype f32 = TFS_DTYPE_FLOAT;
+        tfs_shape shape = {.rank = spec->input_rank};
+        memcpy(shape.dims, spec->input_shape, (size_t)spec->input_rank * sizeof(int64_t));
+        types.list = (tfs_attr_list){.kind = TFS_ATTR_TYPE, .n = 1, .type = &f32};
+        shapes.list = (tfs_attr_list){.kind = TFS_ATTR_SHAPE, .n = 1, .shape = &shape};
+        tfs_graph_set_attr_int(g, parse.node, "Nsparse", 0);
+        tfs_graph_set_attr_int(g, parse.node, "Ndense", 1);
+        tfs_graph_set_attr(g, parse.node, "sparse_types", &none);
+        tfs_graph_set_attr(g, parse.node, "Tdense", &types);
+        tfs_graph_set_attr(g, parse.node, "dense_shapes", &shapes);
+    }
+    tfs_build_scope_pop(g);
+    tfs_out logits;
+    tfs__layers_forward(b, spec, layers, parse, false, &logits);
+    tfs_build_scope_push(g, "classify");
+    tfs_out scores = tfs_build_op(g, "Softmax", "scores", 1, &logits);
+    tfs_out batch_in[3] = {tfs_build_shape(g, scores), tfs_build_ints(g, 1, (int64_t[]){0}),
+                           tfs_build_ints(g, 1, (int64_t[]){1})};
+    tfs_out batch = tfs_build_op(g, "Slice", NULL, 3, batch_in);
+    tfs_out mult_in[3] = {batch, tfs_build_ints(g, 1, (int64_t[]){1}),
+                          tfs_build_scalar(g, TFS_DTYPE_INT32, 0)};
+    tfs_out mult = tfs_build_op(g, "ConcatV2", NULL, 3, mult_in);
+    tfs_out tile_in[2] = {tfs_build_const(g, "class_names", labels), mult};
+    tfs_out cls = tfs_build_op(g, "Tile", "classes", 2, tile_in);
+    tfs_build_scope_pop(g);
+    tfs_build_tensor_name(g, ser, in_name, 256);
+    tfs_build_tensor_name(g, cls, out_names[0], 256);
+    tfs_build_tensor_name(g, scores, out_names[1], 256);
+    rc = tfs_graph_status(g, st);
+done:
+    tfs_tensor_unref(key);
+    tfs_tensor_unref(dflt);
+    tfs_tensor_unref(names);
+    tfs_tensor_unref(labels);
+    return rc;
 }
 
 enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
@@ -70,6 +154,13 @@ enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
                                               .shape = {.rank = 1, .dims = {-1}}};
         }
     }
+    bool classify = spec->loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ||
+                    spec->loss == TFS_LOSS_SOFTMAX_XENT;
+    classify = classify && spec->input_dtype == TFS_DTYPE_FLOAT;
+    char cls_in[256], cls_out[2][256];
+    if (classify && (rc = build_classify(&b, spec, layers, last->out_shape[0], cls_in, cls_out,
+                                         st)) != TFS_OK)
+        goto done;
     if ((rc = tfs_graph_finalize(g, st)) != TFS_OK)
         goto done;
     /* Outputs sorted by alias, as tfs_signature requires. */
@@ -82,8 +173,18 @@ enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
     name_of(g, x, xname, sizeof xname);
     tfs_tensor_info in = {.alias = "x", .tensor_name = xname, .dtype = spec->input_dtype,
                           .shape = xs};
-    tfs_signature sig = {.key = "serving_default", .method_name = "tensorflow/serving/predict",
-                         .n_inputs = 1, .inputs = &in, .n_outputs = n_out, .outputs = outs};
+    tfs_tensor_info cin = {.alias = "inputs", .tensor_name = cls_in, .dtype = TFS_DTYPE_STRING,
+                           .shape = {.rank = 1, .dims = {-1}}};
+    tfs_shape cs = {.rank = 2, .dims = {-1, last->out_shape[0]}};
+    tfs_tensor_info couts[2] = {
+        {.alias = "classes", .tensor_name = cls_out[0], .dtype = TFS_DTYPE_STRING, .shape = cs},
+        {.alias = "scores", .tensor_name = cls_out[1], .dtype = TFS_DTYPE_FLOAT, .shape = cs}};
+    /* Sorted by key, as tfs_savedmodel_write takes them. */
+    tfs_signature sigs[2] = {
+        {.key = "classify", .method_name = "tensorflow/serving/classify", .n_inputs = 1,
+         .inputs = &cin, .n_outputs = 2, .outputs = couts},
+        {.key = "serving_default", .method_name = "tensorflow/serving/predict", .n_inputs = 1,
+         .inputs = &in, .n_outputs = n_out, .outputs = outs}};
     vars = tfs_calloc((size_t)b.n_vars + 1, sizeof *vars);
     if (!vars) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory exporting the model");
@@ -101,7 +202,8 @@ enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
             goto done;
         n_vars++;
     }
-    rc = tfs_savedmodel_write(dir, g, &sig, 1, vars, n_vars, st);
+    rc = classify ? tfs_savedmodel_write(dir, g, sigs, 2, vars, n_vars, st)
+                  : tfs_savedmodel_write(dir, g, &sigs[1], 1, vars, n_vars, st);
 done:
     for (int i = 0; i < n_vars; i++)
         tfs_tensor_unref(vars[i].value);

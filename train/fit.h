@@ -22,6 +22,7 @@
 #define TFS_TRAIN_FIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -65,6 +66,17 @@ typedef struct tfs_fit_result {
 } tfs_fit_result;
 
 void tfs_fit_result_free(tfs_fit_result *r);
+
+/* The result as a JSON object (train/fit-json.c): "epochs", "global_step", the per-epoch arrays
+ * "seconds", "train_loss", "train_accuracy", "eval_loss", "eval_accuracy" (null where NaN), and
+ * "export_path", "checkpoint" (null when NULL). *out is NUL-terminated (caller frees with
+ * tfs_free), *len its length. RESOURCE_EXHAUSTED. */
+enum tfs_code tfs_fit_result_json(const tfs_fit_result *r, char **out, size_t *len,
+                                  tfs_status *st);
+/* Writes that JSON to path: a temporary file beside it, renamed into place. Errors name the
+ * file. */
+enum tfs_code tfs_fit_result_write_json(const tfs_fit_result *r, const char *path,
+                                        tfs_status *st);
 
 /* Trains (see above). Errors: those of the datasets and the model (a NaN loss stops the run:
  * INVALID_ARGUMENT naming the step), of checkpoint and export writes (the previous checkpoint

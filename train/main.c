@@ -3,6 +3,9 @@
  *
  *     tfserve-train examples/fashion_mnist_mlp.ini [--epochs=1] [--resume] [--plot=curves.svg]
  *
+ * --metrics_json=FILE writes the per-epoch figures (fit.h tfs_fit_result_json) for scripts such
+ * as bench/train_vs_pytorch.sh; also after a failure, with the epochs completed until then.
+ *
  * Exit status: 0 trained (and exported when export_dir is set); 1 a failure (the message names
  * the file, step or op at fault); 2 bad usage.
  */
@@ -28,6 +31,8 @@ static void usage(FILE *f)
             "  --log_dir=DIR         write TensorBoard event files there\n"
             "  --export_dir=DIR      export a SavedModel version folder there at the end\n"
             "  --plot=FILE.svg       draw the loss and accuracy curves per epoch\n"
+            "  --metrics_json=FILE   write per-epoch seconds (training steps only), loss and\n"
+            "                        accuracy (train and eval) as JSON at the end of the run\n"
             "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
             "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
             "  --quiet               no progress output\n"
@@ -54,7 +59,7 @@ static bool parse_int(const char *s, int64_t *out)
 typedef struct flags {
     int64_t     epochs, max_steps;   /* -1: not given */
     bool        resume, check_numerics, quiet;
-    const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot;
+    const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot, *metrics_json;
     int         progress;            /* -3: not given */
 } flags;
 
@@ -79,7 +84,8 @@ static bool parse_flag(const char *a, flags *f)
         const char *name;
         const char **dst;
     } S[] = {{"--warm_start", &f->warm_start}, {"--checkpoint_dir", &f->checkpoint_dir},
-             {"--log_dir", &f->log_dir}, {"--export_dir", &f->export_dir}};
+             {"--log_dir", &f->log_dir}, {"--export_dir", &f->export_dir},
+             {"--metrics_json", &f->metrics_json}};
     for (size_t i = 0; i < sizeof S / sizeof S[0]; i++)
         if ((v = flag_value(a, S[i].name)))
             return *(*S[i].dst = v) != '\0';
@@ -162,6 +168,8 @@ int main(int argc, char **argv)
     tfs_model *m = NULL;
     tfs_fit_result r;
     memset(&r, 0, sizeof r);
+    tfs_status mst;
+    enum tfs_code rc;
     int status = 1;
     if (tfs_train_config_datasets(c, &train, &eval, &st) != TFS_OK)
         goto done;
@@ -172,7 +180,17 @@ int main(int argc, char **argv)
                "%s %g\n", config, c->model.n_layers, tfs_model_variable_count(m),
                (long long)tfs_dataset_cardinality(train), (long long)c->data.batch_size,
                tfs_optimizer_name(c->optimizer.kind), c->optimizer.learning_rate);
-    if (tfs_train_fit(m, train, eval, f, &r, &st) != TFS_OK)
+    rc = tfs_train_fit(m, train, eval, f, &r, &st);
+    /* Also after a failure: the epochs completed are worth having. */
+    if (fl.metrics_json && tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
+        if (rc == TFS_OK) {
+            st = mst;   /* reported below */
+            rc = mst.code;
+        } else {
+            fprintf(stderr, "tfserve-train: --metrics_json: %s\n", mst.msg);
+        }
+    }
+    if (rc != TFS_OK)
         goto done;
     if (!f->quiet && r.epochs > 0) {
         int64_t e = r.epochs - 1;

@@ -16,6 +16,7 @@ Suite *suite_train_config(void);
 Suite *suite_train_optimizers(void);
 Suite *suite_train_layers(void);
 Suite *suite_train_fit(void);
+Suite *suite_train_fit_json(void);
 
 int main(void)
 {
@@ -33,6 +34,7 @@ int main(void)
     srunner_add_suite(sr, suite_train_optimizers());
     srunner_add_suite(sr, suite_train_layers());
     srunner_add_suite(sr, suite_train_fit());
+    srunner_add_suite(sr, suite_train_fit_json());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "savedmodel/savedmodel.h"
+#include "tests/train/example-writer.h"
 #include "tests/support/tfs-test.h"
 #include "train/model.h"
 
@@ -195,6 +196,38 @@ START_TEST(test_model_learns_and_exports)
     ck_assert_int_eq(agree, correct);
     tfs_tensor_unref(outs[0]);
     tfs_tensor_unref(outs[1]);
+
+    /* The classify signature: serialized tf.Examples with feature "x" -> "classes" ("0".."3"
+     * per row) and "scores", equal to the predict probabilities of the same inputs. */
+    const tfs_signature *cls = tfs_savedmodel_signature(sm, "classify");
+    ck_assert(cls != NULL);
+    ck_assert_str_eq(cls->method_name, "tensorflow/serving/classify");
+    enum { NE = 3 };
+    tfs_tensor *ser = NULL;
+    ck_assert(tfs_tensor_new(TFS_DTYPE_STRING, 1, (int64_t[]){NE}, &ser, &st) == TFS_OK);
+    for (int i = 0; i < NE; i++) {
+        tt_wbuf ex = {0};
+        tt_example_begin(&ex);
+        tt_example_floats(&ex, "x", (const float *)tx->data + 2 * i, 2);
+        tt_example_end(&ex);
+        ck_assert(tfs_tensor_set_string(ser, i, ex.b, ex.n, &st) == TFS_OK);
+        free(ex.b);
+    }
+    tfs_named_tensor cin = {"inputs", ser};
+    ck_assert_msg(tfs_savedmodel_run(sm, cls, &cin, 1, outs, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_eq(outs[0]->dtype, TFS_DTYPE_STRING);
+    ck_assert_int_eq(outs[0]->dims[0], NE);
+    ck_assert_int_eq(outs[0]->dims[1], 4);
+    for (int i = 0; i < NE; i++)
+        for (int k = 0; k < 4; k++) {
+            const tfs_string *label = &tfs_tensor_strings(outs[0])[i * 4 + k];
+            ck_assert(label->len == 1 && label->data[0] == '0' + k);
+            ck_assert_float_eq_tol(((float *)outs[1]->data)[i * 4 + k],
+                                   ((float *)probs->data)[i * 4 + k], 1e-6f);
+        }
+    tfs_tensor_unref(outs[0]);
+    tfs_tensor_unref(outs[1]);
+    tfs_tensor_unref(ser);
     tfs_tensor_unref(probs);
     tfs_savedmodel_free(sm);
     tfs_test_rmtree(tmp);
