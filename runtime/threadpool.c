@@ -13,6 +13,8 @@
  * loop, between chunks, when busy has risen above N (another caller came in). So when the server's
  * batch threads run loops at once, each runs its own inline rather than N-1 more threads piling
  * on. A loop started from inside a loop (a worker, or a caller in its chunk) runs inline.
+ *   A worker runs a caller's ranges in the caller's floating-point mode (MXCSR: sessions flush
+ * denormals), so the thread a range lands on never changes its bits.
  *   Waiting: an idle worker spins on its own state word for SPIN_NS, then sleeps on it (futex);
  * a caller recruiting a sleeping worker wakes it. The caller waiting for running workers spins,
  * then sleeps on the job's count. Workers live in a static array (no heap: the allocator's byte
@@ -30,6 +32,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "runtime/runtime-impl.h"
 
@@ -54,6 +59,7 @@ typedef struct job {
     tfs_range_fn fn;
     void        *arg;
     int64_t      n, chunk, nchunks;
+    unsigned     fpmode;   /* the caller's MXCSR (denormal flushing, rounding), for the workers */
     atomic_llong next;   /* next chunk to claim */
     atomic_int   refs;   /* recruited workers not yet done with the job (| REFS_WAITER) */
 } job;
@@ -179,6 +185,27 @@ static void run_chunks(job *j, bool on_worker)
     }
 }
 
+/* The calling thread's floating-point mode, and setting it: a session flushes denormals
+ * (session.c) on the thread that runs it, and the workers' ranges must compute the same bits. */
+static unsigned fpmode_get(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return _mm_getcsr();
+#else
+    return 0;
+#endif
+}
+
+static void fpmode_set(unsigned mode)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (_mm_getcsr() != mode)
+        _mm_setcsr(mode);
+#else
+    (void)mode;
+#endif
+}
+
 /* A worker is done with j (it must not touch j afterwards: the caller may return). */
 static void release_job(job *j)
 {
@@ -200,6 +227,7 @@ static void *worker_main(void *p)
             if (!atomic_compare_exchange_strong(&w->state, &s, WITH(s, W_RUNNING)))
                 continue;   /* taken back by the caller */
             job *j = w->job;
+            fpmode_set(j->fpmode);
             run_chunks(j, true);
             atomic_fetch_sub(&pool.busy, 1);
             atomic_store_explicit(&w->state, WITH(s, W_SPIN), memory_order_release);
@@ -345,7 +373,7 @@ void tfs__parallel_for(int64_t n, int64_t grain, tfs_range_fn fn, void *arg)
     if (atomic_load_explicit(&pool.nworkers, memory_order_relaxed) < threads - 1)
         start_workers(atomic_load(&pool.n));
 
-    job j = {.fn = fn, .arg = arg, .n = n};
+    job j = {.fn = fn, .arg = arg, .n = n, .fpmode = fpmode_get()};
     int64_t want_chunks = (int64_t)threads * CHUNKS_PER_THREAD;
     if (want_chunks > max_chunks)
         want_chunks = max_chunks;

@@ -104,6 +104,20 @@ START_TEST(test_parallel_binary)
     tfs_runtime_set_num_threads(0);
     tfs_tensor_unref(x);
     tfs_tensor_unref(v);
+
+    /* Products below the smallest normal float are flushed to 0 (sessions run with FTZ/DAZ, as
+     * TensorFlow) on every thread that computes a range, not only on the caller. */
+    int64_t dt[] = {1000, 200};
+    tfs_tensor *tiny = rt_tensor(TFS_DTYPE_FLOAT, 2, dt, NULL);
+    for (int64_t i = 0; i < tiny->nelem; i++)
+        ((float *)tiny->data)[i] = 1e-20f * (float)(1 + i % 7);
+    tfs_tensor *sq = same_bits("Mul", tiny, tiny, NULL, true);
+    for (int64_t i = 0; i < sq->nelem; i++)
+        if (((const float *)sq->data)[i] != 0.0f)
+            ck_abort_msg("Mul of 1e-20s: element %lld is %g, not flushed to 0", (long long)i,
+                         ((const float *)sq->data)[i]);
+    tfs_tensor_unref(sq);
+    tfs_tensor_unref(tiny);
 }
 END_TEST
 

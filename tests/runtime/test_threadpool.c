@@ -1,7 +1,7 @@
 /* Tests of the intra-op thread pool (runtime/threadpool.c): tfs__parallel_for covers [0, n)
  * exactly once in ranges of at least `grain`, runs small loops and nested loops inline, survives
- * many concurrent callers and size changes, uses its workers (also in a child of fork()), and
- * holds OpenBLAS at one thread.
+ * many concurrent callers and size changes, uses its workers (also in a child of fork()) in the
+ * caller's floating-point mode, and holds OpenBLAS at one thread.
  */
 #include <cblas.h>
 #include <check.h>
@@ -13,6 +13,10 @@
 #include <unistd.h>
 
 #include "tests/runtime/helpers.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 Suite *suite_runtime_threadpool(void);
 
@@ -283,6 +287,43 @@ START_TEST(test_pool_fork)
 }
 END_TEST
 
+#if defined(__x86_64__) || defined(__i386__)
+typedef struct csr_seen {
+    atomic_int ranges, with_flags, other_thread;
+    pthread_t  caller;
+} csr_seen;
+
+static void csr_fn(void *arg, int64_t b, int64_t e)
+{
+    csr_seen *c = arg;
+    (void)b, (void)e;
+    atomic_fetch_add(&c->ranges, 1);
+    if ((_mm_getcsr() & 0x8040u) == 0x8040u)
+        atomic_fetch_add(&c->with_flags, 1);
+    if (!pthread_equal(pthread_self(), c->caller))
+        atomic_store(&c->other_thread, 1);
+    usleep(1000);
+}
+
+START_TEST(test_pool_fp_mode)
+{
+    /* Ranges run in the caller's MXCSR (sessions set flush-to-zero and denormals-are-zero), on
+     * the workers too, and a later caller's mode replaces it there. */
+    tfs_runtime_set_num_threads(2);
+    unsigned saved = _mm_getcsr();
+    for (int flush = 1; flush >= 0; flush--) {
+        _mm_setcsr(flush ? saved | 0x8040u : saved & ~0x8040u);
+        csr_seen c = {.caller = pthread_self()};
+        tfs__parallel_for(60, 1, csr_fn, &c);
+        ck_assert_int_eq(atomic_load(&c.other_thread), 1);
+        ck_assert_int_eq(atomic_load(&c.with_flags), (flush ? atomic_load(&c.ranges) : 0));
+    }
+    _mm_setcsr(saved);
+    tfs_runtime_set_num_threads(0);
+}
+END_TEST
+#endif
+
 Suite *suite_runtime_threadpool(void)
 {
     Suite *s = suite_create("runtime_threadpool");
@@ -295,6 +336,9 @@ Suite *suite_runtime_threadpool(void)
     tcase_add_test(tc, test_pool_nested);
     tcase_add_test(tc, test_pool_concurrent_callers);
     tcase_add_test(tc, test_pool_fork);
+#if defined(__x86_64__) || defined(__i386__)
+    tcase_add_test(tc, test_pool_fp_mode);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
