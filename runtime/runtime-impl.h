@@ -241,7 +241,8 @@ void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0
 typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t n_rows, int64_t n_cols);
 /* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
  * passing each chunk of output rows to rows_fn (NULL: none) -- also an all-zero output when the
- * input has no channels. Stores the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
+ * input has no channels. rows_fn may run on several threads at once, for disjoint chunks. Stores
+ * the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
 enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
                              tfs_status *st);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
@@ -310,9 +311,17 @@ void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 
 /* Calls fn(arg, begin, end) over disjoint ranges covering [0, n), each at least `grain` long
  * (except the last), possibly from several threads, and returns when all calls are done. The
- * ranges' results must not depend on how [0, n) is split (bit-identical output either way). */
+ * ranges' results must not depend on how [0, n) is split (bit-identical output either way).
+ * n <= grain, a pool of one thread, or a call from inside a range runs fn(arg, 0, n) inline.
+ * Safe from several threads at once (threadpool.c says how the pool is shared). */
 typedef void (*tfs_range_fn)(void *arg, int64_t begin, int64_t end);
 void tfs__parallel_for(int64_t n, int64_t grain, tfs_range_fn fn, void *arg);
+/* The threads a tfs__parallel_for started here could use: the pool's size
+ * (tfs_runtime_num_threads), or 1 inside a loop (where loops run inline). */
+int tfs__parallel_threads(void);
+/* Once per process, idempotent and thread-safe: the pool's default size, and OpenBLAS set to one
+ * thread (logged). Every entry point of threadpool.c calls it; tfs__dgemm does too. */
+void tfs__cpu_init(void);
 
 /* ---- attribute access for kernels (errors name the node and the attr) ------------------------ */
 

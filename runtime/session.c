@@ -1058,7 +1058,7 @@ static enum tfs_code check_feeds(const tfs_session *s, const run_plan *p, const 
  * a hundred cycles per operation on x86 (an optimizer's moments decay into them on weights
  * whose gradient is always 0, and a training epoch then runs several times slower). The
  * caller's mode is restored when the run returns; the thread pool's workers take the caller's
- * mode for the ranges they run (cpu.c). */
+ * mode for the ranges they run (threadpool.c). */
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #define FLUSH_DENORMALS 0x8040u   /* MXCSR FTZ (bit 15) | DAZ (bit 6) */

@@ -48,6 +48,9 @@ static const flag_def flags[] = {
     {"grpc_channel_arguments", FLAG_STRING, "", F(grpc_channel_arguments),
      "Comma-separated key=value gRPC channel arguments, e.g. "
      "grpc.max_receive_message_length=1000 (overrides the INT32_MAX message limit)"},
+    {"tensorflow_intra_op_parallelism", FLAG_INT, "0", F(tensorflow_intra_op_parallelism),
+     "Number of threads to use to parallelize the execution of an individual op (one pool "
+     "shared by all models); 0: the number of CPUs"},
     {"model_name", FLAG_STRING, "default", F(model_name), "Name of the model"},
     {"model_base_path", FLAG_STRING, "", F(model_base_path),
      "Absolute path to the model: a folder of integer version folders (required unless "

@@ -115,6 +115,22 @@ int main(int argc, char **argv)
         goto done;
     }
 
+    if (f.tensorflow_intra_op_parallelism < 0) {
+        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--tensorflow_intra_op_parallelism=%lld is negative",
+                (long long)f.tensorflow_intra_op_parallelism);
+        rc = start_error(&st);
+        goto done;
+    }
+    /* One intra-op pool for every model and request (runtime.h); before any model loads. */
+    tfs_runtime_set_num_threads(f.tensorflow_intra_op_parallelism > 4096
+                                    ? 4096 : (int)f.tensorflow_intra_op_parallelism);
+    int intra = tfs_runtime_num_threads();
+    TFS_LOG_INFO(LOG_MODULE, "intra-op parallelism: %d thread%s (--tensorflow_intra_op_parallelism="
+                 "%lld%s); float GEMM kernels: %s", intra, intra == 1 ? "" : "s",
+                 (long long)f.tensorflow_intra_op_parallelism,
+                 f.tensorflow_intra_op_parallelism == 0 ? ": the CPUs" : "",
+                 tfs_runtime_gemm_kernel());
+
     if (tfs__metrics_configure(&f, &st) != TFS_OK) {
         rc = start_error(&st);
         goto done;

@@ -41,6 +41,7 @@ typedef struct tfs_server_flags {
     int64_t            grpc_num_threads;       /* ours: threads on the gRPC queue, default 2 */
     int64_t            grpc_max_threads;       /* TF Serving's; accepted, logged; default 4xCPUs */
     char              *grpc_channel_arguments; /* "key=value,..." for the gRPC server, default "" */
+    int64_t            tensorflow_intra_op_parallelism;   /* pool threads; 0 = CPUs (default) */
     char              *model_name;             /* default "default" */
     char              *model_base_path;        /* required unless model_config_file is set */
     char              *model_config_file;      /* ModelServerConfig text file, default "" */

@@ -22,13 +22,13 @@ enum bop {
 
 enum bad { BAD_NONE, BAD_DIV_ZERO, BAD_NEG_POW };
 
-/* Walks bc computing O[o] = EXPR of x = A[pa], y = B[pb]. */
+/* Walks rows [r0, r1) of bc computing O[o] = EXPR of x = A[pa], y = B[pb]. */
 #define WALK(TI, TO, EXPR)                                                                         \
     do {                                                                                           \
         const TI *A = a->data;                                                                     \
         const TI *B = b->data;                                                                     \
         TO *O = out->data;                                                                         \
-        TFS_BCAST_WALK(bc, out->nelem, {                                                           \
+        TFS_BCAST_WALK_ROWS(bc, r0, r1, {                                                          \
             TI x = A[pa];                                                                          \
             TI y = B[pb];                                                                          \
             O[o] = (TO)(EXPR);                                                                     \
@@ -43,7 +43,7 @@ enum bad { BAD_NONE, BAD_DIV_ZERO, BAD_NEG_POW };
         const TI *B = b->data;                                                                     \
         TO *O = out->data;                                                                         \
         enum bad bad_ = BAD_NONE;                                                                  \
-        TFS_BCAST_WALK(bc, out->nelem, {                                                           \
+        TFS_BCAST_WALK_ROWS(bc, r0, r1, {                                                          \
             TI x = A[pa];                                                                          \
             TI y = B[pb];                                                                          \
             if (BADCOND) {                                                                         \
@@ -168,9 +168,10 @@ static bool str_eq(const tfs_string *x, const tfs_string *y)
     return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
 }
 
-/* Computes out; returns a bad-operand code, or -1 when op does not take dtype T. */
+/* Computes rows [r0, r1) of out; returns a bad-operand code, or -1 when op does not take dtype T
+ * (an empty range tells that without computing). */
 static int compute(enum bop op, enum tfs_dtype T, const tfs_bcast *bc, const tfs_tensor *a,
-                   const tfs_tensor *b, tfs_tensor *out)
+                   const tfs_tensor *b, tfs_tensor *out, int64_t r0, int64_t r1)
 {
     if (op >= B_LESS && op <= B_NE) {
         switch (T) {
@@ -216,6 +217,24 @@ static int compute(enum bop op, enum tfs_dtype T, const tfs_bcast *bc, const tfs
     }
 }
 
+/* One range of rows, for tfs__parallel_for; a bad operand anywhere is kept in `bad`. */
+typedef struct binary_job {
+    enum bop          op;
+    enum tfs_dtype    T;
+    const tfs_bcast  *bc;
+    const tfs_tensor *a, *b;
+    tfs_tensor       *out;
+    atomic_int        bad;
+} binary_job;
+
+static void binary_rows(void *arg, int64_t r0, int64_t r1)
+{
+    binary_job *j = arg;
+    int bad = compute(j->op, j->T, j->bc, j->a, j->b, j->out, r0, r1);
+    if (bad != BAD_NONE)
+        atomic_store(&j->bad, bad);
+}
+
 static enum tfs_code binary(tfs_kernel_ctx *k, enum bop op, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -253,7 +272,13 @@ static enum tfs_code binary(tfs_kernel_ctx *k, enum bop op, tfs_status *st)
     tfs_tensor *out = NULL;
     if ((rc = tfs__kernel_output(k, 0, out_t, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
-    int bad = compute(op, T, &bc, k->in[0], k->in[1], out);   /* an empty result loops 0 times */
+    int bad = compute(op, T, &bc, k->in[0], k->in[1], out, 0, 0);   /* T supported? */
+    if (bad == BAD_NONE) {
+        binary_job j = {op, T, &bc, k->in[0], k->in[1], out, BAD_NONE};
+        tfs__parallel_for(tfs__bcast_rows(&bc, out->nelem),
+                          tfs__math_grain(bc.dims[bc.rank - 1]), binary_rows, &j);
+        bad = atomic_load(&j.bad);
+    }
     if (bad != BAD_NONE) {
         tfs_tensor_unref(out);
         if (bad == BAD_DIV_ZERO)

@@ -35,13 +35,27 @@ enum tfs_code tfs__bcast_init(const tfs_tensor *a, const tfs_tensor *b, const tf
  * contiguous or repeated scalars along the innermost axis, the loop has constant strides the
  * compiler can vectorize. */
 #define TFS_BCAST_WALK(bc, nelem, BODY)                                                            \
+    TFS_BCAST_WALK_ROWS(bc, 0, tfs__bcast_rows(bc, nelem), BODY)
+
+/* The same over rows [row0, row1) of the iteration space (a row is its innermost axis), so that
+ * disjoint row ranges can run on different threads (tfs__parallel_for). */
+#define TFS_BCAST_WALK_ROWS(bc, row0, row1, BODY)                                                  \
     do {                                                                                           \
         const tfs_bcast *bw_ = (bc);                                                               \
         int r_ = bw_->rank;                                                                        \
         int64_t in_ = bw_->dims[r_ - 1], ia_ = bw_->sa[r_ - 1], ib_ = bw_->sb[r_ - 1];             \
         int64_t ic_ = bw_->sc[r_ - 1];                                                             \
         int64_t idx_[TFS_MAX_RANK] = {0}, oa_ = 0, ob_ = 0, oc_ = 0;                               \
-        for (int64_t o0_ = 0; o0_ < (nelem); o0_ += in_) {                                         \
+        int64_t row_ = (row0), rend_ = (row1);                                                     \
+        for (int64_t t_ = row_, d_ = r_ - 2; row_ < rend_ && d_ >= 0; d_--) {                      \
+            idx_[d_] = t_ % bw_->dims[d_];                                                         \
+            t_ /= bw_->dims[d_];                                                                   \
+            oa_ += idx_[d_] * bw_->sa[d_];                                                         \
+            ob_ += idx_[d_] * bw_->sb[d_];                                                         \
+            oc_ += idx_[d_] * bw_->sc[d_];                                                         \
+        }                                                                                          \
+        for (; row_ < rend_; row_++) {                                                             \
+            int64_t o0_ = row_ * in_;                                                              \
             if (ia_ == 1 && ib_ == 1 && ic_ == 0) {                                                \
                 for (int64_t i_ = 0; i_ < in_; i_++) {                                             \
                     int64_t o = o0_ + i_, pa = oa_ + i_, pb = ob_ + i_, pc = oc_;                  \
@@ -77,6 +91,23 @@ enum tfs_code tfs__bcast_init(const tfs_tensor *a, const tfs_tensor *b, const tf
             }                                                                                      \
         }                                                                                          \
     } while (0)
+
+/* Rows (of the innermost axis) of bc's iteration space holding nelem output elements. */
+static inline int64_t tfs__bcast_rows(const tfs_bcast *bc, int64_t nelem)
+{
+    int64_t in = bc->dims[bc->rank - 1];
+    return in > 0 ? nelem / in : 0;
+}
+
+/* Elements an elementwise loop gives one thread at least (tfs__parallel_for's grain): below
+ * about this much work (a few microseconds) another thread costs more than it saves. */
+#define TFS_MATH_GRAIN ((int64_t)1 << 15)
+
+/* The grain in units of `per` elements (rows of a walk, pixels of a pool), at least 1. */
+static inline int64_t tfs__math_grain(int64_t per)
+{
+    return per >= TFS_MATH_GRAIN ? 1 : per > 0 ? TFS_MATH_GRAIN / per : TFS_MATH_GRAIN;
+}
 
 /* Reads attr T and checks that inputs [first, first+n) have it. */
 enum tfs_code tfs__math_check_T(const tfs_kernel_ctx *k, int first, int n, enum tfs_dtype *T,

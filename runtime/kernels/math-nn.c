@@ -180,12 +180,13 @@ enum tfs_code tfs__k_clip_by_value(tfs_kernel_ctx *k, tfs_status *st)
 /* ---- Softmax, LogSoftmax -------------------------------------------------------------------- */
 
 /* Three passes per row so the exponentials run in a loop the compiler vectorizes: y = e^(x - max),
- * then the sum (in double), then the scaling (Softmax) or x - max - log(sum) (LogSoftmax). */
+ * then the sum (in double), then the scaling (Softmax) or x - max - log(sum) (LogSoftmax). Rows
+ * [r0, r1). */
 #define SOFTMAX_ROWS(T, EXP)                                                                       \
     do {                                                                                           \
         const T *X = in->data;                                                                     \
         T *O = out->data;                                                                          \
-        for (int64_t r = 0; r < rows; r++) {                                                       \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *x = X + r * cols;                                                             \
             T *y = O + r * cols;                                                                   \
             T m = x[0];                                                                            \
@@ -208,6 +209,26 @@ enum tfs_code tfs__k_clip_by_value(tfs_kernel_ctx *k, tfs_status *st)
         }                                                                                          \
     } while (0)
 
+typedef struct softmax_job {
+    const tfs_tensor *in;
+    tfs_tensor       *out;
+    int64_t           cols;
+    bool              log_;
+} softmax_job;
+
+static void softmax_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const softmax_job *job = arg;
+    const tfs_tensor *in = job->in;
+    tfs_tensor *out = job->out;
+    int64_t cols = job->cols;
+    bool log_ = job->log_;
+    if (out->dtype == TFS_DTYPE_FLOAT)
+        SOFTMAX_ROWS(float, tfs__expf);
+    else
+        SOFTMAX_ROWS(double, exp);
+}
+
 static enum tfs_code softmax_common(tfs_kernel_ctx *k, bool log_, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -227,10 +248,8 @@ static enum tfs_code softmax_common(tfs_kernel_ctx *k, bool log_, tfs_status *st
         return rc;
     int64_t cols = in->dims[in->rank - 1];
     int64_t rows = cols ? in->nelem / cols : 0;
-    if (T == TFS_DTYPE_FLOAT)
-        SOFTMAX_ROWS(float, tfs__expf);
-    else
-        SOFTMAX_ROWS(double, exp);
+    softmax_job j = {in, out, cols, log_};
+    tfs__parallel_for(rows, tfs__math_grain(cols * 4), softmax_rows, &j);   /* 4 passes */
     k->out[0] = out;
     return TFS_OK;
 }
@@ -247,19 +266,20 @@ enum tfs_code tfs__k_log_softmax(tfs_kernel_ctx *k, tfs_status *st)
 
 /* ---- BiasAdd -------------------------------------------------------------------------------- */
 
-/* value viewed as [outer, C, inner]: NHWC has inner = 1 (rows of C), NCHW has C at axis 1. */
+/* value viewed as [outer, C, inner]: NHWC has inner = 1 (rows of C), NCHW has C at axis 1.
+ * Rows [o0, o1) of outer. */
 #define BIAS_LOOP(T, UT)                                                                           \
     do {                                                                                           \
         const T *X = v->data;                                                                      \
         const T *B = b->data;                                                                      \
         T *O = out->data;                                                                          \
         if (inner == 1) {                                                                          \
-            for (int64_t o = 0; o < outer; o++)                                                    \
+            for (int64_t o = o0; o < o1; o++)                                                      \
                 for (int64_t c = 0; c < C; c++)                                                    \
                     O[o * C + c] = (T)((UT)X[o * C + c] + (UT)B[c]);                               \
             break;                                                                                 \
         }                                                                                          \
-        for (int64_t o = 0; o < outer; o++)                                                        \
+        for (int64_t o = o0; o < o1; o++)                                                          \
             for (int64_t c = 0; c < C; c++) {                                                      \
                 const T *x = X + (o * C + c) * inner;                                              \
                 T *y = O + (o * C + c) * inner;                                                    \
@@ -267,6 +287,27 @@ enum tfs_code tfs__k_log_softmax(tfs_kernel_ctx *k, tfs_status *st)
                     y[i] = (T)((UT)x[i] + (UT)B[c]);                                               \
             }                                                                                      \
     } while (0)
+
+typedef struct bias_job {
+    const tfs_tensor *v, *b;
+    tfs_tensor       *out;
+    int64_t           C, inner;
+} bias_job;
+
+static void bias_rows(void *arg, int64_t o0, int64_t o1)
+{
+    const bias_job *j = arg;
+    const tfs_tensor *v = j->v, *b = j->b;
+    tfs_tensor *out = j->out;
+    int64_t C = j->C, inner = j->inner;
+    switch (out->dtype) {
+    case TFS_DTYPE_FLOAT:  BIAS_LOOP(float, float); break;
+    case TFS_DTYPE_DOUBLE: BIAS_LOOP(double, double); break;
+    case TFS_DTYPE_INT32:  BIAS_LOOP(int32_t, uint32_t); break;
+    case TFS_DTYPE_INT64:  BIAS_LOOP(int64_t, uint64_t); break;
+    default:               break;
+    }
+}
 
 static enum tfs_code bias_add_common(tfs_kernel_ctx *k, bool v1, tfs_status *st)
 {
@@ -299,16 +340,14 @@ static enum tfs_code bias_add_common(tfs_kernel_ctx *k, bool v1, tfs_status *st)
     tfs_tensor *out = NULL;
     if ((rc = tfs__kernel_output(k, 0, T, v->rank, v->dims, &out, st)) != TFS_OK)
         return rc;
-    switch (T) {
-    case TFS_DTYPE_FLOAT:  BIAS_LOOP(float, float); break;
-    case TFS_DTYPE_DOUBLE: BIAS_LOOP(double, double); break;
-    case TFS_DTYPE_INT32:  BIAS_LOOP(int32_t, uint32_t); break;
-    case TFS_DTYPE_INT64:  BIAS_LOOP(int64_t, uint64_t); break;
-    default:
+    if (T != TFS_DTYPE_FLOAT && T != TFS_DTYPE_DOUBLE && T != TFS_DTYPE_INT32 &&
+        T != TFS_DTYPE_INT64) {
         tfs_tensor_unref(out);
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "%s is not supported for dtype %s",
                              n->op_type, tfs_dtype_short_name(T));
     }
+    bias_job j = {v, b, out, C, inner};
+    tfs__parallel_for(outer, tfs__math_grain(C * inner), bias_rows, &j);
     k->out[0] = out;
     return TFS_OK;
 }

@@ -82,14 +82,20 @@ static void plan_init(const tfs_tensor *in, const bool *red, rplan *p)
     p->m = m;
 }
 
-/* Folds every element x of X into ACC[off] with FOLD(acc, x). */
+/* Folds every element x of X with index [lo, hi) along the plan's first axis into ACC[off] with
+ * FOLD(acc, x). */
 #define REDUCE_WALK(TA, TX, FOLD)                                                                  \
     do {                                                                                           \
         const TX *X = in->data;                                                                    \
         TA *ACC = acc;                                                                             \
         int m = p->m;                                                                              \
-        int64_t inner = p->dims[m - 1], ostr = p->ostr[m - 1], idx[TFS_MAX_RANK] = {0}, off = 0;  \
-        for (int64_t i = 0; i < in->nelem; i += inner) {                                           \
+        int64_t inner = p->dims[m - 1], ostr = p->ostr[m - 1], idx[TFS_MAX_RANK] = {0};            \
+        int64_t span0 = 1; /* input elements per index of the first axis */                        \
+        for (int d = 1; d < m; d++)                                                                \
+            span0 *= p->dims[d];                                                                   \
+        int64_t off = lo * p->ostr[0];                                                             \
+        idx[0] = lo;                                                                               \
+        for (int64_t i = lo * span0; i < hi * span0; i += inner) {                                 \
             if (ostr == 0) {                                                                       \
                 /* four independent chains, so the fold is not one long dependency */             \
                 TA a = ACC[off];                                                                   \
@@ -134,6 +140,88 @@ static void plan_init(const tfs_tensor *in, const bool *red, rplan *p)
 #define F_USUM(a, x)  ((a) += (x))
 #define F_UPROD(a, x) ((a) *= (x))
 
+/* One range of the first axis of a reduction, for tfs__parallel_for: the fold reduce_compute
+ * chose for (op, dtype), into acc. */
+typedef struct reduce_job {
+    enum rop          op;
+    const rplan      *p;
+    const tfs_tensor *in;
+    void             *acc;
+} reduce_job;
+
+static void reduce_range(void *arg, int64_t lo, int64_t hi)
+{
+    const reduce_job *job = arg;
+    const rplan *p = job->p;
+    const tfs_tensor *in = job->in;
+    void *acc = job->acc;
+    enum rop op = job->op;
+    bool sum = op == R_SUM || op == R_MEAN;
+    switch (in->dtype) {
+    case TFS_DTYPE_FLOAT:
+        if (sum)
+            REDUCE_WALK(double, float, F_SUM);
+        else if (op == R_PROD)
+            REDUCE_WALK(double, float, F_PROD);
+        else if (op == R_MAX)
+            REDUCE_WALK(float, float, F_MAX);
+        else
+            REDUCE_WALK(float, float, F_MIN);
+        break;
+    case TFS_DTYPE_DOUBLE:
+        if (sum)
+            REDUCE_WALK(double, double, F_SUM);
+        else if (op == R_PROD)
+            REDUCE_WALK(double, double, F_PROD);
+        else if (op == R_MAX)
+            REDUCE_WALK(double, double, F_MAX);
+        else
+            REDUCE_WALK(double, double, F_MIN);
+        break;
+    case TFS_DTYPE_INT32:
+        if (sum)
+            REDUCE_WALK(uint32_t, int32_t, F_USUM);
+        else if (op == R_PROD)
+            REDUCE_WALK(uint32_t, int32_t, F_UPROD);
+        else if (op == R_MAX)
+            REDUCE_WALK(int32_t, int32_t, F_MAX);
+        else
+            REDUCE_WALK(int32_t, int32_t, F_MIN);
+        break;
+    case TFS_DTYPE_INT64:
+        if (sum)
+            REDUCE_WALK(uint64_t, int64_t, F_USUM);
+        else if (op == R_PROD)
+            REDUCE_WALK(uint64_t, int64_t, F_UPROD);
+        else if (op == R_MAX)
+            REDUCE_WALK(int64_t, int64_t, F_MAX);
+        else
+            REDUCE_WALK(int64_t, int64_t, F_MIN);
+        break;
+    case TFS_DTYPE_BOOL:
+        if (op == R_ALL)
+            REDUCE_WALK(bool, bool, F_AND);
+        else
+            REDUCE_WALK(bool, bool, F_OR);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Folds the whole input into acc. When the plan's first axis is kept, its indices name disjoint
+ * output slots, so ranges of it run on the pool; each slot is folded in the same order either
+ * way. */
+static void reduce_walk(enum rop op, const rplan *p, const tfs_tensor *in, void *acc)
+{
+    reduce_job job = {op, p, in, acc};
+    if (p->m >= 2 && p->ostr[0] != 0 && p->dims[0] > 0)
+        tfs__parallel_for(p->dims[0], tfs__math_grain(in->nelem / p->dims[0]), reduce_range,
+                          &job);
+    else
+        reduce_range(&job, 0, p->dims[0]);
+}
+
 /* Float Sum/Mean/Prod: accumulate in a double buffer, then store. */
 #define FLOAT_SUM_PROD(T)                                                                          \
     do {                                                                                           \
@@ -142,10 +230,7 @@ static void plan_init(const tfs_tensor *in, const bool *red, rplan *p)
             return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory");                           \
         for (int64_t i = 0; i < out->nelem; i++)                                                   \
             acc[i] = op == R_PROD ? 1 : 0;                                                         \
-        if (op == R_PROD)                                                                          \
-            REDUCE_WALK(double, T, F_PROD);                                                        \
-        else                                                                                       \
-            REDUCE_WALK(double, T, F_SUM);                                                         \
+        reduce_walk(op, p, in, acc);                                                               \
         T *O = out->data;                                                                          \
         for (int64_t i = 0; i < out->nelem; i++)                                                   \
             O[i] = (T)(op == R_MEAN ? acc[i] / (double)count : acc[i]);                            \
@@ -164,10 +249,10 @@ static void plan_init(const tfs_tensor *in, const bool *red, rplan *p)
         T *acc = out->data;                                                                        \
         if (op == R_MAX) {                                                                         \
             FILL(T, -(T)INFINITY);                                                                 \
-            REDUCE_WALK(T, T, F_MAX);                                                              \
+            reduce_walk(op, p, in, acc);                                                           \
         } else if (op == R_MIN) {                                                                  \
             FILL(T, (T)INFINITY);                                                                  \
-            REDUCE_WALK(T, T, F_MIN);                                                              \
+            reduce_walk(op, p, in, acc);                                                           \
         } else {                                                                                   \
             return TFS_UNIMPLEMENTED;                                                              \
         }                                                                                          \
@@ -178,23 +263,18 @@ static void plan_init(const tfs_tensor *in, const bool *red, rplan *p)
     do {                                                                                           \
         if (op == R_MAX || op == R_MIN) {                                                          \
             T *acc = out->data;                                                                    \
-            if (op == R_MAX) {                                                                     \
+            if (op == R_MAX)                                                                       \
                 FILL(T, LO);                                                                       \
-                REDUCE_WALK(T, T, F_MAX);                                                          \
-            } else {                                                                               \
+            else                                                                                   \
                 FILL(T, HI);                                                                       \
-                REDUCE_WALK(T, T, F_MIN);                                                          \
-            }                                                                                      \
+            reduce_walk(op, p, in, acc);                                                           \
             return TFS_OK;                                                                         \
         }                                                                                          \
         if (op != R_SUM && op != R_MEAN && op != R_PROD)                                           \
             return TFS_UNIMPLEMENTED;                                                              \
         UT *acc = out->data; /* same size and representation as T */                               \
         FILL(UT, op == R_PROD ? 1 : 0);                                                            \
-        if (op == R_PROD)                                                                          \
-            REDUCE_WALK(UT, T, F_UPROD);                                                           \
-        else                                                                                       \
-            REDUCE_WALK(UT, T, F_USUM);                                                            \
+        reduce_walk(op, p, in, acc);                                                               \
         if (op == R_MEAN) {                                                                        \
             T *O = out->data;                                                                      \
             for (int64_t i = 0; i < out->nelem; i++)                                               \
@@ -214,15 +294,13 @@ static enum tfs_code reduce_compute(enum rop op, const rplan *p, int64_t count,
     case TFS_DTYPE_INT64:  INT_REDUCE(int64_t, uint64_t, INT64_MIN, INT64_MAX);
     case TFS_DTYPE_BOOL: {
         bool *acc = out->data;
-        if (op == R_ALL) {
+        if (op == R_ALL)
             FILL(bool, true);
-            REDUCE_WALK(bool, bool, F_AND);
-        } else if (op == R_ANY) {
+        else if (op == R_ANY)
             FILL(bool, false);
-            REDUCE_WALK(bool, bool, F_OR);
-        } else {
+        else
             return TFS_UNIMPLEMENTED;
-        }
+        reduce_walk(op, p, in, acc);
         return TFS_OK;
     }
     default:

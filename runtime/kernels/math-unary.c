@@ -25,11 +25,12 @@ enum uop {
 #define SELU_SCALE 1.0507009873554804934193349852946
 #define SELU_ALPHA 1.6732632423543772848170429916717
 
+/* Elements [i0, i1). */
 #define LOOP(TI, TO, EXPR)                                                                         \
     do {                                                                                           \
         const TI *X = in->data;                                                                    \
         TO *O = out->data;                                                                         \
-        for (int64_t i = 0; i < n; i++) {                                                          \
+        for (int64_t i = i0; i < i1; i++) {                                                        \
             TI x = X[i];                                                                           \
             O[i] = (TO)(EXPR);                                                                     \
         }                                                                                          \
@@ -133,9 +134,11 @@ static inline double sigmoid_d(double x)
     default:       return false;                                                                   \
     }
 
-static bool compute(enum uop op, const tfs_tensor *in, tfs_tensor *out, double alpha)
+/* Elements [i0, i1) of out; false when op does not take the dtype (an empty range tells that
+ * without computing). */
+static bool compute(enum uop op, const tfs_tensor *in, tfs_tensor *out, double alpha, int64_t i0,
+                    int64_t i1)
 {
-    int64_t n = in->nelem;
     switch (in->dtype) {
     case TFS_DTYPE_FLOAT:  FLOAT_UNARY(float, f, sigmoid_f, exp_f, tanh_f)
     case TFS_DTYPE_DOUBLE: FLOAT_UNARY(double, , sigmoid_d, exp_d, tanh_d)
@@ -147,6 +150,20 @@ static bool compute(enum uop op, const tfs_tensor *in, tfs_tensor *out, double a
         return false;
     default: return false;
     }
+}
+
+/* One range of elements, for tfs__parallel_for. */
+typedef struct unary_job {
+    enum uop          op;
+    const tfs_tensor *in;
+    tfs_tensor       *out;
+    double            alpha;
+} unary_job;
+
+static void unary_range(void *arg, int64_t i0, int64_t i1)
+{
+    unary_job *j = arg;
+    compute(j->op, j->in, j->out, j->alpha, i0, i1);
 }
 
 static enum tfs_code unary(tfs_kernel_ctx *k, enum uop op, tfs_status *st)
@@ -177,11 +194,18 @@ static enum tfs_code unary(tfs_kernel_ctx *k, enum uop op, tfs_status *st)
     tfs_tensor *out = NULL;
     if ((rc = tfs__kernel_output(k, 0, out_t, in->rank, in->dims, &out, st)) != TFS_OK)
         return rc;
-    if (!compute(op, in, out, alpha)) {
+    if (!compute(op, in, out, alpha, 0, 0)) {
         tfs_tensor_unref(out);
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "%s is not supported for dtype %s",
                              n->op_type, tfs_dtype_short_name(T));
     }
+    unary_job j = {op, in, out, alpha};
+    /* Ops with a polynomial or a libm call per element pay for a thread at a quarter the size. */
+    bool cheap = op == U_NEG || op == U_ABS || op == U_SQUARE || op == U_RELU || op == U_RELU6 ||
+                 op == U_LEAKY_RELU || op == U_SIGN || op == U_FLOOR || op == U_CEIL ||
+                 op == U_ROUND || op == U_IS_NAN || op == U_IS_FINITE || op == U_IS_INF ||
+                 op == U_LOGICAL_NOT || op == U_RECIPROCAL;
+    tfs__parallel_for(in->nelem, cheap ? TFS_MATH_GRAIN : TFS_MATH_GRAIN / 4, unary_range, &j);
     k->out[0] = out;
     return TFS_OK;
 }

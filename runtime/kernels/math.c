@@ -12,15 +12,15 @@
 
 /* ---- Mul, Add ------------------------------------------------------------------------------ */
 
-/* Walks the iteration space of bc with the shared walker (math-impl.h), whose innermost loop has
- * constant strides for equal shapes and scalar operands. T is the element type, OT the type the
- * operation is computed in. */
+/* Walks rows [r0, r1) of the iteration space of bc with the shared walker (math-impl.h), whose
+ * innermost loop has constant strides for equal shapes and scalar operands. T is the element type,
+ * OT the type the operation is computed in. */
 #define BINARY_LOOP(T, OT, OP)                                                                     \
     do {                                                                                           \
         const T *A = a->data;                                                                      \
         const T *B = b->data;                                                                      \
         T *O = out->data;                                                                          \
-        TFS_BCAST_WALK(bc, out->nelem, O[o] = (T)((OT)A[pa] OP (OT)B[pb]));                        \
+        TFS_BCAST_WALK_ROWS(bc, r0, r1, O[o] = (T)((OT)A[pa] OP (OT)B[pb]));                       \
         return true;                                                                               \
     } while (0)
 
@@ -38,18 +38,33 @@
     }
 
 static bool mul_elements(const tfs_bcast *bc, const tfs_tensor *a, const tfs_tensor *b,
-                         tfs_tensor *out)
+                         tfs_tensor *out, int64_t r0, int64_t r1)
 {
     BINARY_DISPATCH(*)
 }
 
 static bool add_elements(const tfs_bcast *bc, const tfs_tensor *a, const tfs_tensor *b,
-                         tfs_tensor *out)
+                         tfs_tensor *out, int64_t r0, int64_t r1)
 {
     BINARY_DISPATCH(+)
 }
 
-typedef bool (*binary_fn)(const tfs_bcast *, const tfs_tensor *, const tfs_tensor *, tfs_tensor *);
+typedef bool (*binary_fn)(const tfs_bcast *, const tfs_tensor *, const tfs_tensor *, tfs_tensor *,
+                          int64_t, int64_t);
+
+/* One range of rows of a binary op, for tfs__parallel_for. */
+typedef struct binary_job {
+    binary_fn         fn;
+    const tfs_bcast  *bc;
+    const tfs_tensor *a, *b;
+    tfs_tensor       *out;
+} binary_job;
+
+static void binary_rows(void *arg, int64_t r0, int64_t r1)
+{
+    binary_job *j = arg;
+    j->fn(j->bc, j->a, j->b, j->out, r0, r1);
+}
 
 static enum tfs_code binary_op(tfs_kernel_ctx *k, binary_fn fn, tfs_status *st)
 {
@@ -71,11 +86,14 @@ static enum tfs_code binary_op(tfs_kernel_ctx *k, binary_fn fn, tfs_status *st)
     tfs_tensor *out = NULL;
     if ((rc = tfs__kernel_output(k, 0, T, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
-    if (!fn(&bc, k->in[0], k->in[1], out)) {
+    if (!fn(&bc, k->in[0], k->in[1], out, 0, 0)) {   /* an empty range: is T supported? */
         tfs_tensor_unref(out);
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "%s is not supported for dtype %s",
                              n->op_type, tfs_dtype_short_name(T));
     }
+    binary_job j = {fn, &bc, k->in[0], k->in[1], out};
+    tfs__parallel_for(tfs__bcast_rows(&bc, out->nelem), tfs__math_grain(bc.dims[bc.rank - 1]),
+                      binary_rows, &j);
     k->out[0] = out;
     return TFS_OK;
 }

@@ -10,6 +10,11 @@
  * tfs__nn_conv2d is that driver; _FusedConv2D (nn-fused.c) passes it a callback that adds the bias
  * and applies the activation to each chunk of output rows right after its GEMM, while the chunk
  * is still in cache, and the GEMM calls are the same as Conv2D's (so are the products' bits).
+ *   Threads: with rows enough for several chunks per thread, the chunks are spread over the pool
+ * (each writes its patches and multiplies them while they are in its cache, the GEMM inside a
+ * chunk then single-threaded); with fewer rows the chunks run in turn, each im2col spread over the
+ * pool and each GEMM threaded inside. Either way the output is bit-identical: the float GEMM's
+ * result per row does not depend on how the rows are cut (gemm-impl.h).
  *
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.
@@ -23,6 +28,10 @@
  * to stay in cache between im2col writing it and sgemm packing it measured as fast as or faster
  * than one big buffer (Conv2D 28x28x32, 5x5x64, batch 8: 2 MiB vs 32 MiB). */
 #define PATCH_BUDGET_BYTES ((size_t)2 << 20)
+/* Rows a chunk needs at least for the chunks to be spread over threads (else each chunk's GEMM
+ * spreads itself); and chunks per thread then aimed at, for balance. */
+#define MIN_CHUNK_ROWS 128
+#define CHUNKS_PER_THREAD 4
 
 /* Checks inputs 0 (input) and 1 (filter); n_in: the inputs the op has (_FusedConv2D: more). */
 static enum tfs_code conv_inputs(tfs_kernel_ctx *k, int n_in, enum tfs_dtype *T, tfs_status *st)
@@ -53,6 +62,37 @@ static enum tfs_code conv_inputs(tfs_kernel_ctx *k, int n_in, enum tfs_dtype *T,
     return TFS_OK;
 }
 
+/* memcpy/memset of n bytes (a multiple of 4) for the short runs im2col moves (a window row of a
+ * few channels: 20 bytes for 5x5 on one channel), in constant-size pieces the compiler inlines,
+ * instead of a library call per run. */
+static inline void copy_run(char *d, const char *s, size_t n)
+{
+    if (n >= 256) {
+        memcpy(d, s, n);
+        return;
+    }
+    for (; n >= 32; n -= 32, d += 32, s += 32)
+        memcpy(d, s, 32);
+    for (; n >= 8; n -= 8, d += 8, s += 8)
+        memcpy(d, s, 8);
+    if (n)
+        memcpy(d, s, 4);
+}
+
+static inline void zero_run(char *d, size_t n)
+{
+    if (n >= 256) {
+        memset(d, 0, n);
+        return;
+    }
+    for (; n >= 32; n -= 32, d += 32)
+        memset(d, 0, 32);
+    for (; n >= 8; n -= 8, d += 8)
+        memset(d, 0, 8);
+    if (n)
+        memset(d, 0, 4);
+}
+
 /* Writes the patch rows [r0, r0 + rows) of the flattened (n, oh, ow) index space into P, each
  * kh*kw*in_c elements of esz bytes. Shared with the convolution gradients (nn-grad-conv.c). */
 void tfs__nn_im2col(const tfs_nn_geom *g, const void *in_, size_t esz, int64_t r0, int64_t rows,
@@ -63,42 +103,66 @@ void tfs__nn_im2col(const tfs_nn_geom *g, const void *in_, size_t esz, int64_t r
     size_t pix = (size_t)g->in_c * esz;              /* one input pixel, all channels */
     size_t krow = (size_t)g->k_w * pix;              /* one window row in the patch */
     int64_t per_image = g->out_h * g->out_w;
-    for (int64_t r = r0; r < r0 + rows; r++) {
-        int64_t b = r / per_image, rem = r % per_image;
-        int64_t oh = rem / g->out_w, ow = rem % g->out_w;
+    if (rows <= 0)
+        return;
+    int64_t b = r0 / per_image, oh = r0 % per_image / g->out_w, ow = r0 % g->out_w;
+    for (int64_t r = 0; r < rows; r++) {
         int64_t ih0 = oh * g->stride_h - g->pad_top, iw0 = ow * g->stride_w - g->pad_left;
         const char *img = in + (size_t)(b * g->in_h * g->in_w) * pix;
+        /* The window's columns inside the image: [lo, hi) (dilation 1). */
+        int64_t lo = iw0 < 0 ? -iw0 : 0, hi = g->in_w - iw0;
+        lo = lo > g->k_w ? g->k_w : lo;
+        hi = hi > g->k_w ? g->k_w : hi < lo ? lo : hi;
         for (int64_t kh = 0; kh < g->k_h; kh++, P += krow) {
             int64_t ih = ih0 + kh * g->dil_h;
             if (ih < 0 || ih >= g->in_h) {
-                memset(P, 0, krow);
+                zero_run(P, krow);
                 continue;
             }
             const char *line = img + (size_t)(ih * g->in_w) * pix;
             if (g->dil_w == 1) {
                 /* The window row is contiguous in the input: zeros, one copy, zeros. */
-                int64_t lo = iw0 < 0 ? -iw0 : 0, hi = g->in_w - iw0;
-                if (lo > g->k_w)
-                    lo = g->k_w;
-                if (hi > g->k_w)
-                    hi = g->k_w;
-                if (hi < lo)
-                    hi = lo;
-                memset(P, 0, (size_t)lo * pix);
+                if (lo > 0)
+                    zero_run(P, (size_t)lo * pix);
                 if (hi > lo)
-                    memcpy(P + (size_t)lo * pix, line + (size_t)(iw0 + lo) * pix, (size_t)(hi - lo) * pix);
-                memset(P + (size_t)hi * pix, 0, (size_t)(g->k_w - hi) * pix);
+                    copy_run(P + (size_t)lo * pix, line + (size_t)(iw0 + lo) * pix,
+                             (size_t)(hi - lo) * pix);
+                if (hi < g->k_w)
+                    zero_run(P + (size_t)hi * pix, (size_t)(g->k_w - hi) * pix);
                 continue;
             }
             for (int64_t kw = 0; kw < g->k_w; kw++) {
                 int64_t iw = iw0 + kw * g->dil_w;
                 if (iw < 0 || iw >= g->in_w)
-                    memset(P + (size_t)kw * pix, 0, pix);
+                    zero_run(P + (size_t)kw * pix, pix);
                 else
-                    memcpy(P + (size_t)kw * pix, line + (size_t)iw * pix, pix);
+                    copy_run(P + (size_t)kw * pix, line + (size_t)iw * pix, pix);
+            }
+        }
+        if (++ow == g->out_w) {
+            ow = 0;
+            if (++oh == g->out_h) {
+                oh = 0;
+                b++;
             }
         }
     }
+}
+
+/* im2col of rows [r0, r1) of a chunk starting at row `first`, for tfs__parallel_for. */
+typedef struct im2col_job {
+    const tfs_nn_geom *g;
+    const char        *in;
+    size_t             esz;
+    int64_t            first, kdim;
+    char              *P;
+} im2col_job;
+
+static void im2col_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const im2col_job *j = arg;
+    tfs__nn_im2col(j->g, j->in, j->esz, j->first + r0, r1 - r0,
+                   j->P + (size_t)(r0 * j->kdim) * j->esz);
 }
 
 /* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major. */
@@ -109,6 +173,38 @@ static void gemm_rows(enum tfs_dtype T, int64_t rows, int64_t n_out, int64_t kdi
         tfs__sgemm(false, false, rows, n_out, kdim, 1.0f, A, kdim, F, n_out, 0.0f, out, n_out);
     else
         tfs__dgemm(false, false, rows, n_out, kdim, 1.0, A, kdim, F, n_out, 0.0, out, n_out);
+}
+
+/* Chunks [c0, c1) of `chunk` rows each, each with its own patch buffer, for tfs__parallel_for. */
+typedef struct conv_job {
+    const tfs_nn_geom *g;
+    enum tfs_dtype     T;
+    const tfs_tensor  *in, *f;
+    char              *O;
+    int64_t            rows, chunk, kdim, out_c;
+    tfs_nn_rows_fn     rows_fn;
+    void              *arg;
+    atomic_int         oom;
+} conv_job;
+
+static void conv_chunks(void *arg, int64_t c0, int64_t c1)
+{
+    conv_job *j = arg;
+    size_t esz = tfs_dtype_size(j->T);
+    char *P = tfs_malloc((size_t)j->chunk * (size_t)j->kdim * esz);
+    if (!P) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t r0 = c * j->chunk, nr = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
+        char *O = j->O + (size_t)(r0 * j->out_c) * esz;
+        tfs__nn_im2col(j->g, j->in->data, esz, r0, nr, P);
+        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f->data, O);
+        if (j->rows_fn)
+            j->rows_fn(j->arg, O, nr, j->out_c);
+    }
+    tfs_free(P);
 }
 
 enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
@@ -159,6 +255,19 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         chunk = 1;
     if (chunk > rows)
         chunk = rows;
+    int threads = tfs__parallel_threads();
+    if (!direct && threads > 1 && rows >= (int64_t)threads * CHUNKS_PER_THREAD * MIN_CHUNK_ROWS) {
+        int64_t even = (rows + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
+                       ((int64_t)threads * CHUNKS_PER_THREAD);
+        conv_job j = {&g, T, in, f, O, rows, even < chunk ? even : chunk, kdim, out_c, rows_fn,
+                      arg, 0};
+        tfs__parallel_for((rows + j.chunk - 1) / j.chunk, 1, conv_chunks, &j);
+        if (atomic_load(&j.oom)) {
+            rc = tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory for the patch buffer");
+            goto fail;
+        }
+        goto done;
+    }
     if (!direct && !(P = tfs_malloc((size_t)chunk * (size_t)kdim * esz))) {
         rc = tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory for the patch buffer");
         goto fail;
@@ -167,7 +276,8 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
         const char *A = (const char *)in->data + (size_t)(r0 * kdim) * esz;
         if (!direct) {
-            tfs__nn_im2col(&g, in->data, esz, r0, nr, P);
+            im2col_job ij = {&g, in->data, esz, r0, kdim, P};
+            tfs__parallel_for(nr, MIN_CHUNK_ROWS / 4, im2col_rows, &ij);
             A = P;
         }
         gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);
@@ -191,36 +301,58 @@ enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 
 /* ---- DepthwiseConv2dNative ------------------------------------------------------------------ */
 
+/* Output rows [r0, r1), a row being one (b, oh). */
 #define DEPTHWISE_LOOP(TY)                                                                         \
     do {                                                                                           \
         const TY *X = in->data, *F = f->data;                                                      \
-        TY *O = out->data;                                                                         \
-        for (int64_t b = 0; b < g.batch; b++)                                                      \
-            for (int64_t oh = 0; oh < g.out_h; oh++)                                               \
-                for (int64_t ow = 0; ow < g.out_w; ow++, O += oc) {                                \
-                    int64_t ih0 = oh * g.stride_h - g.pad_top, iw0 = ow * g.stride_w - g.pad_left; \
-                    for (int64_t kh = 0; kh < g.k_h; kh++) {                                       \
-                        int64_t ih = ih0 + kh * g.dil_h;                                           \
-                        if (ih < 0 || ih >= g.in_h)                                                \
+        TY *O = (TY *)out->data + r0 * g.out_w * oc;                                               \
+        for (int64_t row = r0; row < r1; row++) {                                                  \
+            int64_t b = row / g.out_h, oh = row % g.out_h;                                         \
+            for (int64_t ow = 0; ow < g.out_w; ow++, O += oc) {                                    \
+                int64_t ih0 = oh * g.stride_h - g.pad_top, iw0 = ow * g.stride_w - g.pad_left;     \
+                for (int64_t kh = 0; kh < g.k_h; kh++) {                                           \
+                    int64_t ih = ih0 + kh * g.dil_h;                                               \
+                    if (ih < 0 || ih >= g.in_h)                                                    \
+                        continue;                                                                  \
+                    for (int64_t kw = 0; kw < g.k_w; kw++) {                                       \
+                        int64_t iw = iw0 + kw * g.dil_w;                                           \
+                        if (iw < 0 || iw >= g.in_w)                                                \
                             continue;                                                              \
-                        for (int64_t kw = 0; kw < g.k_w; kw++) {                                   \
-                            int64_t iw = iw0 + kw * g.dil_w;                                       \
-                            if (iw < 0 || iw >= g.in_w)                                            \
-                                continue;                                                          \
-                            const TY *x = X + ((b * g.in_h + ih) * g.in_w + iw) * g.in_c;          \
-                            const TY *w = F + (kh * g.k_w + kw) * oc;                              \
-                            if (mult == 1) {                                                       \
-                                for (int64_t c = 0; c < oc; c++)                                   \
-                                    O[c] += x[c] * w[c];                                           \
-                            } else {                                                               \
-                                for (int64_t c = 0; c < g.in_c; c++)                               \
-                                    for (int64_t m = 0; m < mult; m++)                             \
-                                        O[c * mult + m] += x[c] * w[c * mult + m];                 \
-                            }                                                                      \
+                        const TY *x = X + ((b * g.in_h + ih) * g.in_w + iw) * g.in_c;              \
+                        const TY *w = F + (kh * g.k_w + kw) * oc;                                  \
+                        if (mult == 1) {                                                           \
+                            for (int64_t c = 0; c < oc; c++)                                       \
+                                O[c] += x[c] * w[c];                                               \
+                        } else {                                                                   \
+                            for (int64_t c = 0; c < g.in_c; c++)                                   \
+                                for (int64_t m = 0; m < mult; m++)                                 \
+                                    O[c * mult + m] += x[c] * w[c * mult + m];                     \
                         }                                                                          \
                     }                                                                              \
                 }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
+
+typedef struct depthwise_job {
+    tfs_nn_geom       g;
+    const tfs_tensor *in, *f;
+    tfs_tensor       *out;
+    int64_t           mult, oc;
+} depthwise_job;
+
+static void depthwise_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const depthwise_job *j = arg;
+    tfs_nn_geom g = j->g;
+    const tfs_tensor *in = j->in, *f = j->f;
+    tfs_tensor *out = j->out;
+    int64_t mult = j->mult, oc = j->oc;
+    if (out->dtype == TFS_DTYPE_FLOAT)
+        DEPTHWISE_LOOP(float);
+    else
+        DEPTHWISE_LOOP(double);
+}
 
 enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 {
@@ -244,10 +376,10 @@ enum tfs_code tfs__k_depthwise_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = tfs__kernel_output_zeroed(k, 0, T, 4, odims, &out, st)) != TFS_OK)
         return rc;
     if (out->nelem > 0) {
-        if (T == TFS_DTYPE_FLOAT)
-            DEPTHWISE_LOOP(float);
-        else
-            DEPTHWISE_LOOP(double);
+        depthwise_job j = {g, in, f, out, mult, oc};
+        int64_t per_row = g.out_w * oc * g.k_h * g.k_w;   /* multiply-adds, about */
+        tfs__parallel_for(g.batch * g.out_h, per_row >= (1 << 15) ? 1 : (1 << 15) / per_row,
+                          depthwise_rows, &j);
     }
     k->out[0] = out;
     return TFS_OK;

@@ -162,14 +162,15 @@ static void epilogue_range(void *arg, int64_t r0, int64_t r1)
     }
 }
 
-/* Applies the epilogue to n_rows rows of C floats. */
+/* Applies the epilogue to n_rows rows of C floats. Conv2D may call it from several threads at
+ * once (for disjoint rows), so the rows go into a copy of the epilogue. */
 static void epilogue_rows(void *arg, void *rows, int64_t n_rows, int64_t n_cols)
 {
-    epilogue *e = arg;
-    e->rows = rows;
-    e->n_cols = n_cols;
+    epilogue e = *(const epilogue *)arg;
+    e.rows = rows;
+    e.n_cols = n_cols;
     int64_t grain = n_cols > 0 ? (16384 + n_cols - 1) / n_cols : 1;   /* ~64 KiB per range */
-    tfs__parallel_for(n_rows, grain, epilogue_range, e);
+    tfs__parallel_for(n_rows, grain, epilogue_range, &e);
 }
 
 static enum tfs_code check_float(const tfs_node *n, tfs_status *st)

@@ -45,10 +45,11 @@ static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, bool zeroed
     return (zeroed ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 4, odims, out, st);
 }
 
-/* Visits every output pixel with its window clipped to the image: [h0, h1) x [w0, w1). */
+/* Visits every output pixel of output rows [r0, r1) (a row is one (b, oh)) with its window
+ * clipped to the image: [h0, h1) x [w0, w1). */
 #define FOR_EACH_WINDOW(BODY)                                                                      \
-    for (int64_t b = 0; b < g.batch; b++)                                                          \
-        for (int64_t oh = 0; oh < g.out_h; oh++)                                                   \
+    for (int64_t row = r0, b = r0 / g.out_h, oh = r0 % g.out_h; row < r1;                         \
+         row++, oh = oh + 1 == g.out_h ? 0 : oh + 1, b += oh == 0)                                 \
             for (int64_t ow = 0; ow < g.out_w; ow++) {                                             \
                 int64_t h0 = oh * g.stride_h - g.pad_top, w0 = ow * g.stride_w - g.pad_left;       \
                 int64_t h1 = h0 + g.k_h, w1 = w0 + g.k_w;                                          \
@@ -73,21 +74,25 @@ static enum tfs_code pool_setup(tfs_kernel_ctx *k, bool explicit_ok, bool zeroed
             for (int64_t ih = h0; ih < h1; ih++)                                                   \
                 for (int64_t iw = w0; iw < w1; iw++) {                                             \
                     const TY *x = X + (img_ + ih * g.in_w + iw) * C;                               \
-                    for (int64_t c = 0; c < C; c++)                                                \
-                        if (x[c] > o[c] || x[c] != x[c])                                           \
-                            o[c] = x[c];                                                           \
+                    for (int64_t c = 0; c < C; c++) /* a select, so the loop vectorizes */     \
+                        o[c] = x[c] > o[c] || x[c] != x[c] ? x[c] : o[c];                          \
                 }                                                                                  \
         })                                                                                         \
     } while (0)
 
-enum tfs_code tfs__k_max_pool(tfs_kernel_ctx *k, tfs_status *st)
+/* One range of output rows, for tfs__parallel_for. */
+typedef struct pool_job {
+    tfs_nn_geom       g;
+    const tfs_tensor *in;
+    tfs_tensor       *out;
+} pool_job;
+
+static void max_pool_rows(void *arg, int64_t r0, int64_t r1)
 {
-    tfs_nn_geom g;
-    tfs_tensor *out = NULL;
-    enum tfs_code rc = pool_setup(k, true, false, &g, &out, st);
-    if (rc != TFS_OK)
-        return rc;
-    const tfs_tensor *in = k->in[0];
+    const pool_job *j = arg;
+    tfs_nn_geom g = j->g;
+    const tfs_tensor *in = j->in;
+    tfs_tensor *out = j->out;
     int64_t C = g.in_c;
     switch (out->dtype) {
     case TFS_DTYPE_FLOAT:  MAX_POOL(float, -INFINITY); break;
@@ -98,11 +103,36 @@ enum tfs_code tfs__k_max_pool(tfs_kernel_ctx *k, tfs_status *st)
     case TFS_DTYPE_INT16:  MAX_POOL(int16_t, INT16_MIN); break;
     case TFS_DTYPE_UINT8:  MAX_POOL(uint8_t, 0); break;
     case TFS_DTYPE_UINT16: MAX_POOL(uint16_t, 0); break;
+    default:               break;
+    }
+}
+
+/* Rows per range: about 32K window elements each. */
+static int64_t pool_grain(const tfs_nn_geom *g)
+{
+    int64_t per = g->out_w * g->k_h * g->k_w * g->in_c;
+    return per >= (1 << 15) ? 1 : per > 0 ? (1 << 15) / per : 1 << 15;
+}
+
+enum tfs_code tfs__k_max_pool(tfs_kernel_ctx *k, tfs_status *st)
+{
+    tfs_nn_geom g;
+    tfs_tensor *out = NULL;
+    enum tfs_code rc = pool_setup(k, true, false, &g, &out, st);
+    if (rc != TFS_OK)
+        return rc;
+    const tfs_tensor *in = k->in[0];
+    switch (out->dtype) {
+    case TFS_DTYPE_FLOAT: case TFS_DTYPE_DOUBLE: case TFS_DTYPE_INT32: case TFS_DTYPE_INT64:
+    case TFS_DTYPE_INT8: case TFS_DTYPE_INT16: case TFS_DTYPE_UINT8: case TFS_DTYPE_UINT16:
+        break;
     default:
         tfs_tensor_unref(out);
         return tfs__node_err(k->node, st, TFS_UNIMPLEMENTED, "MaxPool is not supported for dtype %s",
                              tfs_dtype_short_name(in->dtype));
     }
+    pool_job j = {g, in, out};
+    tfs__parallel_for(g.batch * g.out_h, pool_grain(&g), max_pool_rows, &j);
     k->out[0] = out;
     return TFS_OK;
 }
@@ -126,6 +156,19 @@ enum tfs_code tfs__k_max_pool(tfs_kernel_ctx *k, tfs_status *st)
         })                                                                                         \
     } while (0)
 
+static void avg_pool_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const pool_job *j = arg;
+    tfs_nn_geom g = j->g;
+    const tfs_tensor *in = j->in;
+    tfs_tensor *out = j->out;
+    int64_t C = g.in_c;
+    if (out->dtype == TFS_DTYPE_FLOAT)
+        AVG_POOL(float);
+    else
+        AVG_POOL(double);
+}
+
 enum tfs_code tfs__k_avg_pool(tfs_kernel_ctx *k, tfs_status *st)
 {
     tfs_nn_geom g;
@@ -134,15 +177,13 @@ enum tfs_code tfs__k_avg_pool(tfs_kernel_ctx *k, tfs_status *st)
     if (rc != TFS_OK)
         return rc;
     const tfs_tensor *in = k->in[0];
-    int64_t C = g.in_c;
-    switch (out->dtype) {
-    case TFS_DTYPE_FLOAT:  AVG_POOL(float); break;
-    case TFS_DTYPE_DOUBLE: AVG_POOL(double); break;
-    default:
+    if (out->dtype != TFS_DTYPE_FLOAT && out->dtype != TFS_DTYPE_DOUBLE) {
         tfs_tensor_unref(out);
         return tfs__node_err(k->node, st, TFS_UNIMPLEMENTED, "AvgPool is not supported for dtype %s",
                              tfs_dtype_short_name(in->dtype));
     }
+    pool_job j = {g, in, out};
+    tfs__parallel_for(g.batch * g.out_h, pool_grain(&g), avg_pool_rows, &j);
     k->out[0] = out;
     return TFS_OK;
 }

@@ -1,4 +1,5 @@
-/* test-runtime: the Check suites for runtime/. */
+/* test-runtime: the Check suites for runtime/. TFS_TEST_THREADS=N runs them with an intra-op pool
+ * of N threads (default: the CPUs); CMakeLists.txt runs them at 1 and at 2. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ Suite *suite_runtime_array_shape(void);
 Suite *suite_runtime_array_move(void);
 Suite *suite_runtime_array_index(void);
 Suite *suite_runtime_array_string(void);
+Suite *suite_runtime_gemm(void);
+Suite *suite_runtime_threadpool(void);
+Suite *suite_runtime_parallel(void);
 Suite *suite_runtime_plan(void);
 Suite *suite_runtime_plan_reuse(void);
 Suite *suite_runtime_training(void);
@@ -56,6 +60,9 @@ static void set_plan_test_flags(void)
 int main(void)
 {
     set_plan_test_flags();
+    const char *threads = getenv("TFS_TEST_THREADS");
+    if (threads && *threads)
+        tfs_runtime_set_num_threads(atoi(threads));
     SRunner *sr = srunner_create(suite_runtime_base());
     srunner_add_suite(sr, suite_runtime_tensor());
     srunner_add_suite(sr, suite_runtime_graph());
@@ -91,6 +98,9 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_rewrite());
     srunner_add_suite(sr, suite_runtime_rewrite_fuse());
     srunner_add_suite(sr, suite_runtime_nn_fused());
+    srunner_add_suite(sr, suite_runtime_gemm());
+    srunner_add_suite(sr, suite_runtime_threadpool());
+    srunner_add_suite(sr, suite_runtime_parallel());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

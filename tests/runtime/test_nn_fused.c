@@ -257,6 +257,9 @@ START_TEST(test_fused_conv_values)
         {2, 6, 6, 2, 3, 4, 1, "SAME", true, A_RELU},
         {1, 5, 7, 3, 2, 3, 1, "VALID", true, A_ELU},
         {0, 5, 5, 3, 3, 2, 1, "SAME", false, A_RELU},     /* empty batch */
+        /* 1568 patch rows: with 2 threads the chunks (and their epilogues) run at once */
+        {2, 28, 28, 4, 3, 8, 1, "SAME", false, A_RELU},
+        {2, 28, 28, 4, 3, 8, 1, "SAME", true, A_RELU6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_conv(&cases[i]);

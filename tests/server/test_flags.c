@@ -26,6 +26,7 @@ START_TEST(test_flags_defaults)
     ck_assert_int_eq(f.rest_api_timeout_in_ms, 30000);
     ck_assert_int_eq(f.grpc_num_threads, 2);
     ck_assert_int_eq(f.grpc_max_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 0);
     ck_assert_str_eq(f.grpc_channel_arguments, "");
     ck_assert_str_eq(f.model_name, "default");
     ck_assert_str_eq(f.model_base_path, "");
@@ -46,9 +47,10 @@ START_TEST(test_flags_values)
                     "--verbosity=debug", "--model_name=last_wins", "--grpc_num_threads=5",
                     "--grpc_max_threads=12",
                     "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b",
-                    "--graph_rewrites=false"};
-    tfs_server_flags f = parse_ok(14, argv);
+                    "--graph_rewrites=false", "--tensorflow_intra_op_parallelism=3"};
+    tfs_server_flags f = parse_ok(15, argv);
     ck_assert(!f.graph_rewrites);
+    ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 3);
     ck_assert_int_eq(f.grpc_num_threads, 5);
     ck_assert_int_eq(f.grpc_max_threads, 12);
     /* the first '=' ends the flag name; the rest is the value, '=' and ',' included */
@@ -102,6 +104,8 @@ START_TEST(test_flags_bad_values)
         {"--verbosity=loud", "Couldn't interpret value loud for flag verbosity."},
         {"--grpc_num_threads=two", "Couldn't interpret value two for flag grpc_num_threads."},
         {"--grpc_max_threads=", "Couldn't interpret value  for flag grpc_max_threads."},
+        {"--tensorflow_intra_op_parallelism=all",
+         "Couldn't interpret value all for flag tensorflow_intra_op_parallelism."},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char            *argv[] = {"tfserve", (char *)cases[i].arg};
@@ -143,7 +147,7 @@ START_TEST(test_flags_usage_and_version)
                            "--model_base_path=", "--saved_model_tags=serve", "--verbosity=info",
                            "--version=false", "--help=false", "--grpc_num_threads=2",
                            "--grpc_max_threads=", "--grpc_channel_arguments=",
-                           "--graph_rewrites=true"};
+                           "--graph_rewrites=true", "--tensorflow_intra_op_parallelism=0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(text, names[i]), "usage lacks %s:\n%s", names[i], text);
     free(text);

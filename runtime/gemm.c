@@ -1,0 +1,440 @@
+/* tfserve's float GEMM, tfs__sgemm (runtime-impl.h): blocking, packing and threads around the
+ * micro-kernels of gemm-impl.h, and the run-time choice among AVX-512, AVX2 and plain C.
+ *
+ * DESIGN. C is cut into tasks (rectangles of whole MR-row slivers and NR-column panels) that the
+ * pool's threads claim from a counter; each task runs, per block of MC rows and per block of kc
+ * steps of k: A block (in place, or copied row-wise when its row stride would make the rows
+ * collide in L1: multiples of 4 KiB), then for each B panel of the task every MR-row tile. So a
+ * B panel (kc x NR, in L1/L2) serves a column of tiles, and the A block (in L2) every panel.
+ *   B is packed at most once per call, into panels shared by all tasks: a panel is packed by the
+ * first task that needs it (its state goes 0 -> 1 -> 2, the others help with other panels, then
+ * wait for the few still in progress), so packing is spread over the threads without a barrier,
+ * and no thread ever waits for one that is not running. B is read in place (no packing) when at
+ * most DIRECT_B_SLIVERS slivers of rows use each panel and B is not transposed, and A is read in
+ * place unless its row stride is bad for L1: so the serving case, batch 1..112 such as
+ * [1, 784] x [784, 512], copies nothing; with 1..3 rows, tiles are up to 128 columns wide (a
+ * longer run of each row of B per step).
+ *   The blocking of k depends on k alone (kc = ceil(k / ceil(k / KC_MAX))), and every C element
+ * is computed by one task with the kernels' fixed order (gemm-impl.h), so results do not depend
+ * on the thread count or on how a caller splits its rows into calls.
+ *   Workspace is one tfs_malloc per call, freed at the end (glibc's adaptive mmap threshold keeps
+ * repeated sizes off mmap). When it cannot be had the product runs without packing, or, for a
+ * transposed B, by a plain loop: slower, still correct.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "runtime/gemm-impl.h"
+#include "runtime/runtime-impl.h"
+
+/* Largest block of k one kernel call covers (the B panel, kc x NR, is read from L1/L2). */
+#define KC_MAX 512
+/* Bytes of an A block (MC rows x kc), meant to stay in L2 (1 MiB per core and up). */
+#define A_BLOCK_BYTES (192 << 10)
+/* B is read in place, not packed, when no more than this many slivers of MR rows use a panel
+ * (and B is not transposed): packing costs a pass over B that few slivers do not repay. */
+#define DIRECT_B_SLIVERS 8
+/* Packed B per column block at most; a larger B is done in column blocks one after another. */
+#define B_PACK_BYTES ((size_t)32 << 20)
+/* Estimated nanoseconds of work per thread below which another thread does not pay for its
+ * dispatch and cache misses (a pool dispatch costs about 1 us). */
+#define MIN_NS_PER_THREAD 3000.0
+
+/* ---- instruction sets ------------------------------------------------------------------------ */
+
+enum { C_MR = 4, C_NR = 16 };
+
+/* The portable micro-kernel (machines without AVX2 + FMA, and the test of the others). Same
+ * interface and order of k; multiply and add are separate operations here, not fused. */
+static void kernel_c(const tfs_gemm_tile *t)
+{
+    float acc[C_MR][C_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t p = 0; p < t->kc; p++) {
+        const float *b = t->b + p * t->b_rs;
+        for (int r = 0; r < t->mr; r++) {
+            float a = t->a[r * t->a_rs + p * t->a_cs];
+            for (int j = 0; j < t->nr; j++)
+                acc[r][j] += a * b[j];
+        }
+    }
+    for (int r = 0; r < t->mr; r++) {
+        float *c = t->c + r * t->ldc;
+        for (int j = 0; j < t->nr; j++)
+            c[j] = t->beta == 0.0f ? t->alpha * acc[r][j] : t->alpha * acc[r][j] + t->beta * c[j];
+    }
+}
+
+static void pack_b_c(bool tb, int64_t kc, int nr, const float *src, int64_t ld, float *dst);
+
+static const tfs_gemm_kernel kernels[TFS_GEMM_ISA_COUNT] = {
+    [TFS_GEMM_AVX512] = {"avx512", 14, 32, 3, 128, tfs__gemm_kernel_avx512,
+                         tfs__gemm_pack_b_avx512},
+    [TFS_GEMM_AVX2] = {"avx2", 6, 16, 1, 16, tfs__gemm_kernel_avx2, tfs__gemm_pack_b_avx2},
+    [TFS_GEMM_C] = {"c", C_MR, C_NR, 1, C_NR, kernel_c, pack_b_c},
+};
+
+static bool isa_supported(enum tfs_gemm_isa isa)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    switch (isa) {
+    case TFS_GEMM_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case TFS_GEMM_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+        return isa == TFS_GEMM_C;
+    }
+#else
+    return isa == TFS_GEMM_C;
+#endif
+}
+
+/* -1: not chosen yet; else the enum tfs_gemm_isa in use. */
+static atomic_int chosen = -1;
+
+const tfs_gemm_kernel *tfs__gemm_kernel(void)
+{
+    int c = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (c < 0) {
+        c = TFS_GEMM_C;
+        for (int i = 0; i < TFS_GEMM_ISA_COUNT; i++)
+            if (isa_supported((enum tfs_gemm_isa)i)) {
+                c = i;
+                break;
+            }
+        atomic_store(&chosen, c);
+    }
+    return &kernels[c];
+}
+
+bool tfs__gemm_force_isa(enum tfs_gemm_isa isa)
+{
+    if (isa == TFS_GEMM_ISA_COUNT) {
+        atomic_store(&chosen, -1);
+        return true;
+    }
+    if (isa < 0 || isa > TFS_GEMM_ISA_COUNT || !isa_supported(isa))
+        return false;
+    atomic_store(&chosen, (int)isa);
+    return true;
+}
+
+const char *tfs_runtime_gemm_kernel(void)
+{
+    return tfs__gemm_kernel()->name;
+}
+
+/* ---- the driver ------------------------------------------------------------------------------ */
+
+enum { PANEL_EMPTY, PANEL_PACKING, PANEL_READY };
+
+typedef struct gemm {
+    const tfs_gemm_kernel *K;
+    bool         ta, tb;
+    int64_t      m, n, k;
+    float        alpha, beta;
+    const float *A, *B;
+    int64_t      lda, ldb;
+    float       *C;
+    int64_t      ldc;
+    int64_t      kcs, nkb;     /* k in nkb blocks of kcs (the last may be shorter) */
+    int64_t      mc;           /* rows per A block, a multiple of MR */
+    int64_t      units_m;      /* slivers of MR rows */
+    int64_t      j0, nj;       /* this column block: panels [j0, j0 + nj) of NR columns */
+    bool         pack_a, pack_b;
+    int64_t      a_stride;     /* row stride of a packed A block */
+    float       *bp;           /* packed B: [nkb][nj] panels of kcs x NR */
+    atomic_int  *bstate;       /* [nkb][nj] PANEL_* */
+    float       *ap;           /* per-lane A blocks of mc x a_stride */
+    int          tm, tn;       /* task grid: tm row groups x tn panel groups */
+    atomic_int   next_task;
+} gemm;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* The portable packing of B (see tfs_gemm_pack_fn). */
+static void pack_b_c(bool tb, int64_t kc, int nr, const float *src, int64_t ld, float *dst)
+{
+    for (int64_t p = 0; p < kc; p++, dst += C_NR)
+        for (int j = 0; j < C_NR; j++)
+            dst[j] = j >= nr ? 0.0f : tb ? src[j * ld + p] : src[p * ld + j];
+}
+
+/* Packs B rows [pc, pc + kc) x columns of panel jp into dst (kc x NR, zero-padded). */
+static void pack_b_panel(const gemm *g, int64_t pc, int64_t kc, int64_t jp, float *dst)
+{
+    const int NR = g->K->nr;
+    int64_t j = (g->j0 + jp) * NR, nr = g->n - j < NR ? g->n - j : NR;
+    const float *src = g->tb ? g->B + j * g->ldb + pc : g->B + pc * g->ldb + j;
+    g->K->pack_b(g->tb, kc, (int)nr, src, g->ldb, dst);
+}
+
+static float *panel(const gemm *g, int64_t kb, int64_t jp)
+{
+    return g->bp + (kb * g->nj + jp) * g->kcs * g->K->nr;
+}
+
+/* Makes panels [p0, p1) of k block kb ready: packs those no one has taken, then waits for those
+ * other threads are packing (they are running: a state goes to PANEL_PACKING only in here). */
+static void acquire_b(gemm *g, int64_t kb, int64_t p0, int64_t p1)
+{
+    atomic_int *st = g->bstate + kb * g->nj;
+    int64_t pc = kb * g->kcs, kc = g->k - pc < g->kcs ? g->k - pc : g->kcs;
+    bool wait = false;
+    for (int64_t jp = p0; jp < p1; jp++) {
+        int s = atomic_load_explicit(&st[jp], memory_order_acquire);
+        if (s == PANEL_READY)
+            continue;
+        if (s == PANEL_EMPTY && atomic_compare_exchange_strong(&st[jp], &s, PANEL_PACKING)) {
+            pack_b_panel(g, pc, kc, jp, panel(g, kb, jp));
+            atomic_store_explicit(&st[jp], PANEL_READY, memory_order_release);
+        } else {
+            wait = true;
+        }
+    }
+    if (wait)
+        for (int64_t jp = p0; jp < p1; jp++)
+            while (atomic_load_explicit(&st[jp], memory_order_acquire) != PANEL_READY)
+                cpu_relax();
+}
+
+static void run_task(gemm *g, int task, float *abuf)
+{
+    const int MR = g->K->mr, NR = g->K->nr;
+    int ti = task / g->tn, tj = task % g->tn;
+    int64_t r0 = ti * g->units_m / g->tm * MR, r1 = (ti + 1) * g->units_m / g->tm * MR;
+    int64_t p0 = tj * g->nj / g->tn, p1 = (tj + 1) * g->nj / g->tn;
+    if (r1 > g->m)
+        r1 = g->m;
+    tfs_gemm_tile t = {.ldc = g->ldc, .alpha = g->alpha, .b_padded = g->pack_b};
+    for (int64_t ic = r0; ic < r1; ic += g->mc) {
+        int64_t mc = r1 - ic < g->mc ? r1 - ic : g->mc;
+        for (int64_t kb = 0; kb < g->nkb; kb++) {
+            int64_t pc = kb * g->kcs;
+            t.kc = g->k - pc < g->kcs ? g->k - pc : g->kcs;
+            t.beta = kb == 0 ? g->beta : 1.0f;
+            const float *a;
+            if (g->ta) {                      /* A stored [k, m] */
+                a = g->A + pc * g->lda + ic;
+                t.a_rs = 1;
+                t.a_cs = g->lda;
+            } else if (g->pack_a) {
+                for (int64_t r = 0; r < mc; r++)
+                    memcpy(abuf + r * g->a_stride, g->A + (ic + r) * g->lda + pc,
+                           (size_t)t.kc * sizeof(float));
+                a = abuf;
+                t.a_rs = g->a_stride;
+                t.a_cs = 1;
+            } else {
+                a = g->A + ic * g->lda + pc;
+                t.a_rs = g->lda;
+                t.a_cs = 1;
+            }
+            if (g->pack_b)
+                acquire_b(g, kb, p0, p1);
+            /* Panels per step: several for a wide tile (few rows, B in place). */
+            int64_t step = !g->pack_b && mc <= g->K->wide_mr ? g->K->wide_nr / NR : 1;
+            for (int64_t jp = p0; jp < p1; jp += step) {
+                int64_t j = (g->j0 + jp) * NR, w = (p1 - jp < step ? p1 - jp : step) * NR;
+                t.nr = (int)(g->n - j < w ? g->n - j : w);
+                if (g->pack_b) {
+                    t.b = panel(g, kb, jp);
+                    t.b_rs = NR;
+                } else {
+                    t.b = g->B + pc * g->ldb + j;
+                    t.b_rs = g->ldb;
+                }
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    t.mr = (int)(mc - ir < MR ? mc - ir : MR);
+                    t.a = a + ir * t.a_rs;
+                    t.c = g->C + (ic + ir) * g->ldc + j;
+                    g->K->fn(&t);
+                }
+            }
+        }
+    }
+}
+
+/* One lane of the pool: task `lane` first, then tasks from the counter (which starts past the
+ * lanes' own) until none is left. Lane l runs on the same thread call after call (the pool's
+ * caller takes chunk 0 and its worker i chunk i + 1, timing permitting), so its first task's
+ * columns of B stay in that core's cache from one call to the next: the batch-1 product reads
+ * B from L2 instead of from the other core's. */
+static void lane(void *arg, int64_t begin, int64_t end)
+{
+    gemm *g = arg;
+    int tasks = g->tm * g->tn;
+    for (int64_t l = begin; l < end; l++) {
+        float *abuf = g->pack_a ? g->ap + l * g->mc * g->a_stride : NULL;
+        if (l < tasks)
+            run_task(g, (int)l, abuf);
+        for (;;) {
+            int task = atomic_fetch_add_explicit(&g->next_task, 1, memory_order_relaxed);
+            if (task >= tasks)
+                break;
+            run_task(g, task, abuf);
+        }
+    }
+}
+
+/* Only when no workspace can be had and B is transposed: C = alpha A B + beta C, plainly. */
+static void gemm_plain(const gemm *g)
+{
+    for (int64_t i = 0; i < g->m; i++)
+        for (int64_t j = 0; j < g->n; j++) {
+            float acc = 0.0f;
+            for (int64_t p = 0; p < g->k; p++) {
+                float a = g->ta ? g->A[p * g->lda + i] : g->A[i * g->lda + p];
+                acc += a * g->B[j * g->ldb + p];
+            }
+            float *c = &g->C[i * g->ldc + j];
+            *c = g->beta == 0.0f ? g->alpha * acc : g->alpha * acc + g->beta * *c;
+        }
+}
+
+static int64_t round_up(int64_t x, int64_t to)
+{
+    return (x + to - 1) / to * to;
+}
+
+/* True when rows lda floats apart all fall into one L1 set (multiples of 4 KiB), so that a
+ * sliver of 14 rows read in place could overflow an 8-way L1 set. (On the 12-way 48 KiB L1 of
+ * the machines we measured on, reading A in place was as fast or faster for every stride, 4 KiB
+ * multiples included, and the copy cost up to 10% at lda 1152: so only these.) */
+static bool bad_stride(int64_t lda)
+{
+    return lda % 1024 == 0;
+}
+
+/* Chooses the task grid for `threads` threads (sets g->tm, g->tn); returns the lanes to run.
+ * Cutting rows into tm groups reads B tm times, cutting columns into tn groups reads A tn times;
+ * the estimate weighs that traffic against the rounds of the longest task, with at least
+ * min_tasks tasks (where there are enough tiles) and at most four per thread. Two or more per
+ * thread let the others take over the tasks of a thread the OS has descheduled, which on a
+ * shared machine happens in most products longer than a fraction of a millisecond. */
+static int plan_tasks(gemm *g, int threads, int min_tasks)
+{
+    const int MR = g->K->mr, NR = g->K->nr;
+    int64_t um = g->units_m, un = g->nj;
+    g->tm = g->tn = 1;
+    if (threads <= 1)
+        return 1;
+    double a_elems = (double)g->m * (double)g->k, b_elems = (double)g->k * (double)(un * NR);
+    double tile_ns = (double)MR * NR * (double)g->k / 64.0;   /* ~64 multiply-adds per ns */
+    double best = -1;
+    for (int64_t tm = 1; tm <= um && tm <= 4 * threads; tm++)
+        for (int64_t tn = 1; tn <= un && tm * tn <= 4 * threads; tn++) {
+            int64_t tasks = tm * tn;
+            if (tasks < min_tasks && !(tm == um && tn == un))
+                continue;
+            int64_t rounds = (tasks + threads - 1) / threads;
+            int64_t longest = ((um + tm - 1) / tm) * ((un + tn - 1) / tn);
+            double t = (double)(rounds * longest) * tile_ns +
+                       ((double)tm * b_elems + (double)tn * a_elems) / 16.0;   /* ~16 floats/ns */
+            if (best < 0 || t < best) {
+                best = t;
+                g->tm = (int)tm;
+                g->tn = (int)tn;
+            }
+        }
+    int tasks = g->tm * g->tn;
+    return tasks < threads ? tasks : threads;
+}
+
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0 || alpha == 0.0f) {
+        scale_c(m, n, beta, c, ldc);
+        return;
+    }
+    gemm g = {.K = tfs__gemm_kernel(), .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+              .alpha = alpha, .beta = beta, .A = a, .B = b, .lda = lda, .ldb = ldb, .C = c,
+              .ldc = ldc};
+    const int MR = g.K->mr, NR = g.K->nr;
+    g.nkb = (k + KC_MAX - 1) / KC_MAX;
+    g.kcs = (k + g.nkb - 1) / g.nkb;
+    g.units_m = (m + MR - 1) / MR;
+    int64_t units_n = (n + NR - 1) / NR;
+    g.pack_b = tb || g.units_m > DIRECT_B_SLIVERS;
+    g.pack_a = !ta && bad_stride(lda) && units_n > 1;
+    g.a_stride = round_up(g.kcs, 16);
+    if (g.a_stride % 128 == 0)
+        g.a_stride += 16;
+    g.mc = A_BLOCK_BYTES / (g.kcs * (int64_t)sizeof(float)) / MR * MR;
+    if (g.mc < MR)
+        g.mc = MR;
+
+    /* Columns per block: all of them unless packed B would pass B_PACK_BYTES. */
+    int64_t panel_bytes = g.nkb * g.kcs * NR * (int64_t)sizeof(float);
+    int64_t nj = g.pack_b ? (int64_t)(B_PACK_BYTES / (size_t)panel_bytes) : units_n;
+    if (nj < 1)
+        nj = 1;
+    if (nj > units_n)
+        nj = units_n;
+
+    int threads = tfs__parallel_threads();
+    /* One thread's time, about: multiply-adds at ~64 per ns, or reading A and B at ~20 floats
+     * per ns (a batch-1 product streams B), whichever is longer. */
+    double fmas = (double)m * (double)n * (double)k, floats = (double)k * (double)(m + n);
+    double one_ns = fmas / 64.0 > floats / 20.0 ? fmas / 64.0 : floats / 20.0;
+    double by_work = one_ns / MIN_NS_PER_THREAD;
+    if (by_work < threads)
+        threads = by_work < 1 ? 1 : (int)by_work;
+    int min_tasks = one_ns > 200000.0 ? 2 * threads : threads;
+
+    size_t bbytes = g.pack_b ? (size_t)(nj * panel_bytes) + 64 : 0;
+    size_t sbytes = g.pack_b ? (size_t)(g.nkb * nj) * sizeof(atomic_int) + 64 : 0;
+    size_t abytes = g.pack_a ? (size_t)threads * (size_t)(g.mc * g.a_stride) * sizeof(float) + 64
+                             : 0;
+    char *ws = NULL;
+    if (bbytes + sbytes + abytes > 0 && !(ws = tfs_malloc(bbytes + sbytes + abytes))) {
+        if (tb) {
+            gemm_plain(&g);
+            return;
+        }
+        g.pack_a = g.pack_b = false;
+        nj = units_n;
+    }
+    if (ws) {
+        uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
+        if (g.pack_b) {
+            g.bp = (float *)p;
+            p = (p + (uintptr_t)(nj * panel_bytes) + 63) & ~(uintptr_t)63;
+            g.bstate = (atomic_int *)p;
+            p = (p + (uintptr_t)(g.nkb * nj) * sizeof(atomic_int) + 63) & ~(uintptr_t)63;
+        }
+        if (g.pack_a)
+            g.ap = (float *)p;
+    }
+
+    for (g.j0 = 0; g.j0 < units_n; g.j0 += nj) {
+        g.nj = units_n - g.j0 < nj ? units_n - g.j0 : nj;
+        if (g.pack_b)
+            for (int64_t i = 0; i < g.nkb * g.nj; i++)
+                atomic_init(&g.bstate[i], PANEL_EMPTY);
+        int lanes = plan_tasks(&g, threads, min_tasks);
+        atomic_init(&g.next_task, lanes);
+        if (lanes > 1)
+            tfs__parallel_for(lanes, 1, lane, &g);
+        else
+            lane(&g, 0, 1);
+    }
+    tfs_free(ws);
+}
