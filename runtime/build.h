@@ -55,7 +55,8 @@ static inline tfs_out tfs_out_at(tfs_out o, int index)
  * An empty or NULL name pushes nothing visible but must still be popped. */
 void tfs_build_scope_push(tfs_graph *g, const char *name);
 void tfs_build_scope_pop(tfs_graph *g);
-/* The current scope prefix ("outer/inner", "" at the top). Borrowed, valid until the next push/pop. */
+/* The current scope prefix ("outer/inner", "" at the top). Borrowed, valid until the next push
+ * or pop. */
 const char *tfs_build_scope(const tfs_graph *g);
 /* "node:index" of o into buf (n bytes); returns buf ("" for TFS_OUT_NONE). */
 char *tfs_build_tensor_name(const tfs_graph *g, tfs_out o, char *buf, size_t n);

@@ -205,8 +205,9 @@ static tfs_out sum_grad(tfs_grad_ctx *c, tfs_out *input_shape, tfs_out *kept_sha
     tfs_out rank = tfs_build_op(G, "Size", NULL, 1, &shape);
     if (tfs_out_ok(rank))
         tfs_graph_set_attr_type(G, rank.node, "out_type", TFS_DTYPE_INT32);
-    tfs_out axes32 = tfs_build_dtype(G, axes) == TFS_DTYPE_INT32 ? axes
-                                                                 : tfs_build_cast(G, axes, TFS_DTYPE_INT32);
+    tfs_out axes32 = tfs_build_dtype(G, axes) == TFS_DTYPE_INT32
+                         ? axes
+                         : tfs_build_cast(G, axes, TFS_DTYPE_INT32);
     tfs_out norm = bin(c, "FloorMod", bin(c, "AddV2", axes32, rank), rank);
     tfs_out range_in[3] = {tfs_build_scalar(G, TFS_DTYPE_INT32, 0), rank,
                            tfs_build_scalar(G, TFS_DTYPE_INT32, 1)};
@@ -236,13 +237,13 @@ TFS_GRAD(tfs__grad_sum)
 /* Mean: Sum's gradient divided by the number of elements averaged. */
 TFS_GRAD(tfs__grad_mean)
 {
-    tfs_out in_shape, kept;
-    tfs_out g = sum_grad(c, &in_shape, &kept);
-    tfs_out zero = tfs_build_ints(G, 1, (int64_t[]){0});
-    tfs_out n_in = tfs_build_reduce(G, "Prod", in_shape, zero, false);
-    tfs_out n_out = tfs_build_reduce(G, "Prod", tfs_build_shape(G, c->y[0]), zero, false);
-    tfs_out one = tfs_build_scalar(G, TFS_DTYPE_INT32, 1);
-    tfs_out factor = bin(c, "FloorDiv", n_in, bin(c, "Maximum", n_out, one));
+    tfs_out        in_shape, kept;
+    tfs_out        g = sum_grad(c, &in_shape, &kept);
+    tfs_out        zero = tfs_build_ints(G, 1, (int64_t[]){0});
+    tfs_out        n_in = tfs_build_reduce(G, "Prod", in_shape, zero, false);
+    tfs_out        n_out = tfs_build_reduce(G, "Prod", tfs_build_shape(G, c->y[0]), zero, false);
+    tfs_out        one = tfs_build_scalar(G, TFS_DTYPE_INT32, 1);
+    tfs_out        factor = bin(c, "FloorDiv", n_in, bin(c, "Maximum", n_out, one));
     enum tfs_dtype dt = tfs_dtype_base(tfs_build_dtype(G, c->x[0]));
     c->dx[0] = bin(c, "RealDiv", g, tfs_build_cast(G, factor, dt));
     return TFS_OK;
@@ -252,8 +253,8 @@ TFS_GRAD(tfs__grad_cast)
 {
     enum tfs_dtype src = tfs_dtype_base(tfs_build_dtype(G, c->x[0]));
     enum tfs_dtype dst = tfs_dtype_base(tfs_build_dtype(G, c->y[0]));
-    bool fs = src == TFS_DTYPE_FLOAT || src == TFS_DTYPE_DOUBLE;
-    bool fd = dst == TFS_DTYPE_FLOAT || dst == TFS_DTYPE_DOUBLE;
+    bool           fs = src == TFS_DTYPE_FLOAT || src == TFS_DTYPE_DOUBLE;
+    bool           fd = dst == TFS_DTYPE_FLOAT || dst == TFS_DTYPE_DOUBLE;
     if (fs && fd)
         c->dx[0] = tfs_build_cast(G, c->dy[0], src);
     return TFS_OK;
@@ -266,7 +267,8 @@ TFS_GRAD(tfs__grad_clip_by_value)
     tfs_out zeros = un(c, "ZerosLike", dy);
     tfs_out below = bin(c, "Less", t, lo), above = bin(c, "Greater", t, hi);
     tfs_out out = bin(c, "LogicalOr", below, above);
-    tfs_out in_t[3] = {out, zeros, dy}, in_lo[3] = {below, dy, zeros}, in_hi[3] = {above, dy, zeros};
+    tfs_out in_t[3] = {out, zeros, dy}, in_lo[3] = {below, dy, zeros},
+            in_hi[3] = {above, dy, zeros};
     c->dx[0] = tfs_build_op(G, "SelectV2", NULL, 3, in_t);
     tfs_out glo = tfs_build_op(G, "SelectV2", NULL, 3, in_lo);
     tfs_out ghi = tfs_build_op(G, "SelectV2", NULL, 3, in_hi);

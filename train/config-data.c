@@ -31,8 +31,8 @@ static enum tfs_code load_split(const tfs_train_config *c, const char *features,
         o.label = d->label_column;
         o.features = d->n_feature_columns ? (const char *const *)d->feature_columns : NULL;
         o.n_features = d->n_feature_columns;
-        o.label_dtype = c->model.loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ? TFS_DTYPE_INT32
-                                                                      : TFS_DTYPE_FLOAT;
+        o.label_dtype =
+            c->model.loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ? TFS_DTYPE_INT32 : TFS_DTYPE_FLOAT;
         rc = tfs_csv_read(features, &o, x, y, st);
         break;
     }
@@ -44,8 +44,8 @@ static enum tfs_code load_split(const tfs_train_config *c, const char *features,
         spec[0].rank = c->model.input_rank;
         memcpy(spec[0].dims, c->model.input_shape, (size_t)c->model.input_rank * sizeof(int64_t));
         spec[1].name = "y";
-        spec[1].dtype = c->model.loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ? TFS_DTYPE_INT64
-                                                                      : TFS_DTYPE_FLOAT;
+        spec[1].dtype =
+            c->model.loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ? TFS_DTYPE_INT64 : TFS_DTYPE_FLOAT;
         const int64_t *ls = c->layers[c->model.n_layers - 1].units > 0
                                 ? &c->layers[c->model.n_layers - 1].units
                                 : NULL;
@@ -75,8 +75,8 @@ static enum tfs_code fit_input(const tfs_train_config *c, const char *path, tfs_
                                tfs_status *st)
 {
     const tfs_model_spec *m = &c->model;
-    tfs_tensor *t = *x;
-    int64_t per = 1, want = 1;
+    tfs_tensor           *t = *x;
+    int64_t               per = 1, want = 1;
     for (int a = 1; a < t->rank; a++)
         per *= t->dims[a];
     for (int a = 0; a < m->input_rank; a++)
@@ -84,15 +84,17 @@ static enum tfs_code fit_input(const tfs_train_config *c, const char *path, tfs_
     if (t->rank < 1 || per != want) {
         char got[128];
         tfs_shape_str(t->rank, t->dims, got, sizeof got);
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: features %s have %lld values per example; "
-                       "[model] input_shape has %lld", path, got, (long long)per, (long long)want);
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "%s: features %s have %lld values per example; "
+                       "[model] input_shape has %lld",
+                       path, got, (long long)per, (long long)want);
     }
     int64_t dims[TFS_MAX_RANK];
     dims[0] = t->dims[0];
     memcpy(dims + 1, m->input_shape, (size_t)m->input_rank * sizeof(int64_t));
     if (t->dtype == TFS_DTYPE_STRING)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: string features", path);
-    tfs_tensor *r = NULL;
+    tfs_tensor   *r = NULL;
     enum tfs_code rc = tfs_tensor_reshape(t, 1 + m->input_rank, dims, &r, st);
     if (rc != TFS_OK)
         return rc;
@@ -101,8 +103,8 @@ static enum tfs_code fit_input(const tfs_train_config *c, const char *path, tfs_
     return TFS_OK;
 }
 
-static enum tfs_code check_labels(const tfs_train_config *c, const char *path,
-                                  const tfs_tensor *x, const tfs_tensor *y, tfs_status *st)
+static enum tfs_code check_labels(const tfs_train_config *c, const char *path, const tfs_tensor *x,
+                                  const tfs_tensor *y, tfs_status *st)
 {
     if (y->rank < 1 || y->dims[0] != x->dims[0])
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: %lld labels for %lld examples", path,
@@ -113,18 +115,28 @@ static enum tfs_code check_labels(const tfs_train_config *c, const char *path,
     for (int64_t i = 0; i < y->nelem; i++) {
         int64_t v;
         switch (y->dtype) {
-        case TFS_DTYPE_UINT8: v = ((const uint8_t *)y->data)[i]; break;
-        case TFS_DTYPE_INT8:  v = ((const int8_t *)y->data)[i]; break;
-        case TFS_DTYPE_INT32: v = ((const int32_t *)y->data)[i]; break;
-        case TFS_DTYPE_INT64: v = ((const int64_t *)y->data)[i]; break;
+        case TFS_DTYPE_UINT8:
+            v = ((const uint8_t *)y->data)[i];
+            break;
+        case TFS_DTYPE_INT8:
+            v = ((const int8_t *)y->data)[i];
+            break;
+        case TFS_DTYPE_INT32:
+            v = ((const int32_t *)y->data)[i];
+            break;
+        case TFS_DTYPE_INT64:
+            v = ((const int64_t *)y->data)[i];
+            break;
         default:
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: class labels must be integers, got %s",
                            path, tfs_dtype_short_name(y->dtype));
         }
         if (v < 0 || v >= classes)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: label %lld of example %lld is outside "
-                           "[0, %lld) (the last layer has %lld units)", path, (long long)v,
-                           (long long)i, (long long)classes, (long long)classes);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "%s: label %lld of example %lld is outside "
+                           "[0, %lld) (the last layer has %lld units)",
+                           path, (long long)v, (long long)i, (long long)classes,
+                           (long long)classes);
     }
     return TFS_OK;
 }
@@ -132,9 +144,9 @@ static enum tfs_code check_labels(const tfs_train_config *c, const char *path,
 static enum tfs_code make(const tfs_train_config *c, const char *features, const char *labels,
                           bool training, tfs_dataset **out, tfs_status *st)
 {
-    tfs_tensor *x = NULL, *y = NULL;
+    tfs_tensor            *x = NULL, *y = NULL;
     const tfs_data_config *d = &c->data;
-    enum tfs_code rc = load_split(c, features, labels, &x, &y, st);
+    enum tfs_code          rc = load_split(c, features, labels, &x, &y, st);
     if (rc == TFS_OK)
         rc = fit_input(c, features, &x, st);
     if (rc == TFS_OK)
@@ -159,7 +171,8 @@ static enum tfs_code make(const tfs_train_config *c, const char *features, const
                                       2, &o, out, st);
     }
     if (rc == TFS_OK)
-        rc = tfs_dataset_map(*out, "x", c->model.input_dtype, c->model.input_dtype == TFS_DTYPE_FLOAT ? d->scale : 1.0,
+        rc = tfs_dataset_map(*out, "x", c->model.input_dtype,
+                             c->model.input_dtype == TFS_DTYPE_FLOAT ? d->scale : 1.0,
                              c->model.input_dtype == TFS_DTYPE_FLOAT ? d->shift : 0.0, st);
     if (rc == TFS_OK)
         rc = tfs_dataset_map(*out, "y",
@@ -180,7 +193,7 @@ enum tfs_code tfs_train_config_datasets(const tfs_train_config *c, tfs_dataset *
 {
     *train = *eval = NULL;
     const tfs_data_config *d = &c->data;
-    enum tfs_code rc = make(c, d->train_features, d->train_labels, true, train, st);
+    enum tfs_code          rc = make(c, d->train_features, d->train_labels, true, train, st);
     if (rc == TFS_OK && d->eval_features)
         rc = make(c, d->eval_features, d->eval_labels, false, eval, st);
     if (rc != TFS_OK) {

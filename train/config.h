@@ -22,7 +22,7 @@
 enum tfs_data_format {
     TFS_DATA_IDX = 0,     /* features and labels files in IDX (plain or .gz) */
     TFS_DATA_NPY,         /* features and labels .npy files */
-    TFS_DATA_CSV,         /* one file per split; label column by name, the rest (or listed) features */
+    TFS_DATA_CSV,         /* a file per split; label column by name, others (or listed) features */
     TFS_DATA_TFRECORD,    /* TFRecord files of tf.Example; features "x" and "y" by spec */
     TFS_DATA_FORMAT_COUNT
 };
@@ -33,7 +33,7 @@ enum tfs_data_format {
 typedef struct tfs_data_config {
     enum tfs_data_format format;
     char   *train_features, *train_labels;   /* IDX, NPY: file paths; CSV, TFRECORD: train file */
-    char   *eval_features, *eval_labels;     /* eval file in train_features' role for CSV/TFRECORD */
+    char   *eval_features, *eval_labels;     /* CSV/TFRECORD: eval_features is the eval file */
     char   *label_column;                    /* CSV */
     int     n_feature_columns;               /* CSV: 0 = every column but the label */
     char   *feature_columns[TFS_CONFIG_MAX_COLUMNS];

@@ -27,7 +27,7 @@ static tfs_tensor *string_tensor(int rank, const int64_t *dims, int n, tfs_statu
         return NULL;
     for (int i = 0; i < n; i++) {
         char buf[24];
-        int len = snprintf(buf, sizeof buf, "%d", i);
+        int  len = snprintf(buf, sizeof buf, "%d", i);
         if (tfs_tensor_set_string(t, i, buf, (size_t)len, st) != TFS_OK) {
             tfs_tensor_unref(t);
             return NULL;
@@ -38,17 +38,17 @@ static tfs_tensor *string_tensor(int rank, const int64_t *dims, int n, tfs_statu
 
 /* The classify signature's nodes (see the file comment); names into in_name and the outputs'
  * into out_names[0] ("classes") and [1] ("scores"). */
-static enum tfs_code build_classify(tfs_build_ctx *b, const tfs_model_spec *spec,
-                                    tfs_layer *layers, int64_t classes, char *in_name,
-                                    char (*out_names)[256], tfs_status *st)
+static enum tfs_code build_classify(tfs_build_ctx *b, const tfs_model_spec *spec, tfs_layer *layers,
+                                    int64_t classes, char *in_name, char (*out_names)[256],
+                                    tfs_status *st)
 {
-    tfs_graph *g = b->g;
+    tfs_graph    *g = b->g;
     enum tfs_code rc = TFS_OK;
-    tfs_tensor *key = NULL, *dflt = NULL, *names = NULL, *labels = NULL;
-    int64_t zero = 0;
+    tfs_tensor   *key = NULL, *dflt = NULL, *names = NULL, *labels = NULL;
+    int64_t       zero = 0;
     tfs_build_scope_push(g, "classify");
-    tfs_out ser = tfs_build_placeholder(g, "input_example_tensor", TFS_DTYPE_STRING,
-                                        &(tfs_shape){1, {-1}});
+    tfs_out ser =
+        tfs_build_placeholder(g, "input_example_tensor", TFS_DTYPE_STRING, &(tfs_shape){1, {-1}});
     if ((rc = tfs_tensor_new_scalar(TFS_DTYPE_STRING, &key, st)) != TFS_OK ||
         (rc = tfs_tensor_set_string(key, 0, "x", 1, st)) != TFS_OK ||
         (rc = tfs_tensor_new(TFS_DTYPE_FLOAT, 1, &zero, &dflt, st)) != TFS_OK ||
@@ -65,7 +65,7 @@ static enum tfs_code build_classify(tfs_build_ctx *b, const tfs_model_spec *spec
         tfs_attr_value types = {.kind = TFS_ATTR_LIST}, shapes = {.kind = TFS_ATTR_LIST},
                        none = {.kind = TFS_ATTR_LIST};
         enum tfs_dtype f32 = TFS_DTYPE_FLOAT;
-        tfs_shape shape = {.rank = spec->input_rank};
+        tfs_shape      shape = {.rank = spec->input_rank};
         memcpy(shape.dims, spec->input_shape, (size_t)spec->input_rank * sizeof(int64_t));
         types.list = (tfs_attr_list){.kind = TFS_ATTR_TYPE, .n = 1, .type = &f32};
         shapes.list = (tfs_attr_list){.kind = TFS_ATTR_SHAPE, .n = 1, .shape = &shape};
@@ -103,63 +103,67 @@ done:
 
 enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
 {
-    const tfs_model_spec *spec = tfs__model_spec(m);
-    tfs_layer *layers = tfs_calloc((size_t)spec->n_layers, sizeof *layers);
-    tfs_build_ctx b = {.no_init = true};
+    const tfs_model_spec    *spec = tfs__model_spec(m);
+    tfs_layer               *layers = tfs_calloc((size_t)spec->n_layers, sizeof *layers);
+    tfs_build_ctx            b = {.no_init = true};
     tfs_savedmodel_variable *vars = NULL;
-    int n_vars = 0;
-    enum tfs_code rc;
+    int                      n_vars = 0;
+    enum tfs_code            rc;
     if (!layers) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory exporting the model");
         goto done;
     }
-    if ((rc = tfs__layers_plan(spec, layers, st)) != TFS_OK || (rc = tfs_graph_new(&b.g, st)) != TFS_OK)
+    if ((rc = tfs__layers_plan(spec, layers, st)) != TFS_OK ||
+        (rc = tfs_graph_new(&b.g, st)) != TFS_OK)
         goto done;
     if ((rc = tfs__layers_create_variables(&b, spec, layers, st)) != TFS_OK)
         goto done;
     tfs_graph *g = b.g;
-    tfs_shape xs = {.rank = 1 + spec->input_rank};
+    tfs_shape  xs = {.rank = 1 + spec->input_rank};
     xs.dims[0] = -1;
     memcpy(xs.dims + 1, spec->input_shape, (size_t)spec->input_rank * sizeof(int64_t));
-    tfs_out x = tfs_build_placeholder(g, "x", spec->input_dtype, &xs);
-    tfs_out logits;
-    tfs_out out = tfs__layers_forward(&b, spec, layers, x, false, &logits);
+    tfs_out          x = tfs_build_placeholder(g, "x", spec->input_dtype, &xs);
+    tfs_out          logits;
+    tfs_out          out = tfs__layers_forward(&b, spec, layers, x, false, &logits);
     const tfs_layer *last = &layers[spec->n_layers - 1];
-    tfs_tensor_info outs[2];
+    tfs_tensor_info  outs[2];
     memset(outs, 0, sizeof outs);
-    char names[2][256];
-    int n_out = 0;
+    char      names[2][256];
+    int       n_out = 0;
     tfs_shape ps = {.rank = 1 + last->out_rank};
     ps.dims[0] = -1;
     memcpy(ps.dims + 1, last->out_shape, (size_t)last->out_rank * sizeof(int64_t));
     if (spec->loss == TFS_LOSS_MSE) {
         tfs_out p = tfs_build_op(g, "Identity", "predictions", 1, &out);
         name_of(g, p, names[0], sizeof names[0]);
-        outs[n_out++] = (tfs_tensor_info){.alias = "predictions", .tensor_name = names[0],
-                                          .dtype = TFS_DTYPE_FLOAT, .shape = ps};
+        outs[n_out++] = (tfs_tensor_info){
+            .alias = "predictions", .tensor_name = names[0], .dtype = TFS_DTYPE_FLOAT, .shape = ps};
     } else {
         const char *act = spec->loss == TFS_LOSS_SIGMOID_XENT ? "Sigmoid" : "Softmax";
-        tfs_out p = tfs_build_op(g, act, "probabilities", 1, &logits);
+        tfs_out     p = tfs_build_op(g, act, "probabilities", 1, &logits);
         name_of(g, p, names[0], sizeof names[0]);
-        outs[n_out++] = (tfs_tensor_info){.alias = "probabilities", .tensor_name = names[0],
-                                          .dtype = TFS_DTYPE_FLOAT, .shape = ps};
+        outs[n_out++] = (tfs_tensor_info){.alias = "probabilities",
+                                          .tensor_name = names[0],
+                                          .dtype = TFS_DTYPE_FLOAT,
+                                          .shape = ps};
         if (spec->loss != TFS_LOSS_SIGMOID_XENT) {
             tfs_out in[2] = {logits, tfs_build_scalar(g, TFS_DTYPE_INT32, -1)};
             tfs_out c = tfs_build_op(g, "ArgMax", "classes", 2, in);
             if (tfs_out_ok(c))
                 tfs_graph_set_attr_type(g, c.node, "output_type", TFS_DTYPE_INT64);
             name_of(g, c, names[1], sizeof names[1]);
-            outs[n_out++] = (tfs_tensor_info){.alias = "classes", .tensor_name = names[1],
+            outs[n_out++] = (tfs_tensor_info){.alias = "classes",
+                                              .tensor_name = names[1],
                                               .dtype = TFS_DTYPE_INT64,
                                               .shape = {.rank = 1, .dims = {-1}}};
         }
     }
-    bool classify = spec->loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ||
-                    spec->loss == TFS_LOSS_SOFTMAX_XENT;
+    bool classify =
+        spec->loss == TFS_LOSS_SPARSE_SOFTMAX_XENT || spec->loss == TFS_LOSS_SOFTMAX_XENT;
     classify = classify && spec->input_dtype == TFS_DTYPE_FLOAT;
     char cls_in[256], cls_out[2][256];
-    if (classify && (rc = build_classify(&b, spec, layers, last->out_shape[0], cls_in, cls_out,
-                                         st)) != TFS_OK)
+    if (classify &&
+        (rc = build_classify(&b, spec, layers, last->out_shape[0], cls_in, cls_out, st)) != TFS_OK)
         goto done;
     if ((rc = tfs_graph_finalize(g, st)) != TFS_OK)
         goto done;
@@ -171,20 +175,29 @@ enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
     }
     char xname[256];
     name_of(g, x, xname, sizeof xname);
-    tfs_tensor_info in = {.alias = "x", .tensor_name = xname, .dtype = spec->input_dtype,
-                          .shape = xs};
-    tfs_tensor_info cin = {.alias = "inputs", .tensor_name = cls_in, .dtype = TFS_DTYPE_STRING,
+    tfs_tensor_info in = {
+        .alias = "x", .tensor_name = xname, .dtype = spec->input_dtype, .shape = xs};
+    tfs_tensor_info cin = {.alias = "inputs",
+                           .tensor_name = cls_in,
+                           .dtype = TFS_DTYPE_STRING,
                            .shape = {.rank = 1, .dims = {-1}}};
-    tfs_shape cs = {.rank = 2, .dims = {-1, last->out_shape[0]}};
+    tfs_shape       cs = {.rank = 2, .dims = {-1, last->out_shape[0]}};
     tfs_tensor_info couts[2] = {
         {.alias = "classes", .tensor_name = cls_out[0], .dtype = TFS_DTYPE_STRING, .shape = cs},
         {.alias = "scores", .tensor_name = cls_out[1], .dtype = TFS_DTYPE_FLOAT, .shape = cs}};
     /* Sorted by key, as tfs_savedmodel_write takes them. */
-    tfs_signature sigs[2] = {
-        {.key = "classify", .method_name = "tensorflow/serving/classify", .n_inputs = 1,
-         .inputs = &cin, .n_outputs = 2, .outputs = couts},
-        {.key = "serving_default", .method_name = "tensorflow/serving/predict", .n_inputs = 1,
-         .inputs = &in, .n_outputs = n_out, .outputs = outs}};
+    tfs_signature sigs[2] = {{.key = "classify",
+                              .method_name = "tensorflow/serving/classify",
+                              .n_inputs = 1,
+                              .inputs = &cin,
+                              .n_outputs = 2,
+                              .outputs = couts},
+                             {.key = "serving_default",
+                              .method_name = "tensorflow/serving/predict",
+                              .n_inputs = 1,
+                              .inputs = &in,
+                              .n_outputs = n_out,
+                              .outputs = outs}};
     vars = tfs_calloc((size_t)b.n_vars + 1, sizeof *vars);
     if (!vars) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory exporting the model");
@@ -192,7 +205,7 @@ enum tfs_code tfs_model_export(tfs_model *m, const char *dir, tfs_status *st)
     }
     for (int i = 0; i < b.n_vars; i++) {
         const char *vn = tfs_graph_node_name(g, b.vars[i].var.node);
-        int k = tfs_model_variable_find(m, vn);
+        int         k = tfs_model_variable_find(m, vn);
         if (k < 0) {
             rc = TFS_ERR(st, TFS_INTERNAL, "export: the model has no variable '%s'", vn);
             goto done;

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HISTORY_COLS 5   /* train loss, train accuracy, eval loss, eval accuracy, seconds */
+#define HISTORY_COLS 5 /* train loss, train accuracy, eval loss, eval accuracy, seconds */
 
 tfs_fit_opts tfs_fit_opts_default(void)
 {
@@ -79,9 +79,9 @@ static bool result_reserve(tfs_fit_result *r, int64_t epochs)
 /* ---- components ----------------------------------------------------------------------------- */
 
 typedef struct batch {
-    tfs_tensor **parts;   /* every component of one batch */
+    tfs_tensor **parts; /* every component of one batch */
     int          n;
-    tfs_tensor  *x, *y;   /* borrowed from parts */
+    tfs_tensor  *x, *y; /* borrowed from parts */
 } batch;
 
 static void batch_clear(batch *b)
@@ -126,15 +126,14 @@ static enum tfs_code components(tfs_dataset *ds, const char *feature, const char
 
 /* One epoch of ds from its current position (until the epoch changes or the data ends). */
 enum tfs_code tfs_train_evaluate(tfs_model *m, tfs_dataset *ds, const char *feature,
-                                 const char *label, double *loss, double *accuracy,
-                                 tfs_status *st)
+                                 const char *label, double *loss, double *accuracy, tfs_status *st)
 {
-    int xi, yi;
+    int           xi, yi;
     enum tfs_code rc = components(ds, feature ? feature : "x", label ? label : "y", &xi, &yi, st);
     if (rc != TFS_OK)
         return rc;
     int64_t epoch = tfs_dataset_position(ds).epoch;
-    double sum = 0;
+    double  sum = 0;
     int64_t n = 0, correct = 0, units = 0;
     for (;;) {
         batch b = {0};
@@ -143,7 +142,7 @@ enum tfs_code tfs_train_evaluate(tfs_model *m, tfs_dataset *ds, const char *feat
             break;
         if (rc != TFS_OK)
             return rc;
-        double s;
+        double  s;
         int64_t c;
         rc = tfs_model_eval_batch(m, b.x, b.y, &s, &c, st);
         n += b.x->dims[0];
@@ -154,7 +153,7 @@ enum tfs_code tfs_train_evaluate(tfs_model *m, tfs_dataset *ds, const char *feat
         sum += s;
         correct += c;
         tfs_dataset_pos p = tfs_dataset_position(ds);
-        int64_t n_ex = tfs_dataset_epoch_examples(ds);
+        int64_t         n_ex = tfs_dataset_epoch_examples(ds);
         if (p.epoch != epoch || (n_ex >= 0 && p.index >= n_ex))
             break;
     }
@@ -168,7 +167,7 @@ enum tfs_code tfs_train_evaluate(tfs_model *m, tfs_dataset *ds, const char *feat
 
 static tfs_tensor *int64_vector(int n, const int64_t *v)
 {
-    int64_t dims[1] = {n};
+    int64_t     dims[1] = {n};
     tfs_tensor *t = NULL;
     if (tfs_tensor_new(TFS_DTYPE_INT64, 1, dims, &t, NULL) != TFS_OK)
         return NULL;
@@ -178,11 +177,11 @@ static tfs_tensor *int64_vector(int n, const int64_t *v)
 
 static tfs_tensor *history_tensor(const tfs_fit_result *r)
 {
-    int64_t dims[2] = {r->epochs, HISTORY_COLS};
+    int64_t     dims[2] = {r->epochs, HISTORY_COLS};
     tfs_tensor *t = NULL;
     if (tfs_tensor_new(TFS_DTYPE_DOUBLE, 2, dims, &t, NULL) != TFS_OK)
         return NULL;
-    double *v = t->data;
+    double       *v = t->data;
     const double *cols[HISTORY_COLS] = {r->train_loss, r->train_accuracy, r->eval_loss,
                                         r->eval_accuracy, r->seconds};
     for (int64_t e = 0; e < r->epochs; e++)
@@ -195,10 +194,10 @@ static tfs_tensor *history_tensor(const tfs_fit_result *r)
 static enum tfs_code save(tfs_model *m, const tfs_dataset *ds, const tfs_fit_result *history,
                           const char *dir, int keep, char **prefix_out, tfs_status *st)
 {
-    int nv = tfs_model_variable_count(m);
+    int               nv = tfs_model_variable_count(m);
     tfs_named_tensor *t = tfs_calloc((size_t)nv + 4, sizeof *t);
-    int n = 0;
-    enum tfs_code rc = TFS_OK;
+    int               n = 0;
+    enum tfs_code     rc = TFS_OK;
     if (!t)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory saving a checkpoint");
     for (int i = 0; i < nv; i++) {
@@ -209,7 +208,7 @@ static enum tfs_code save(tfs_model *m, const tfs_dataset *ds, const tfs_fit_res
     }
     if (ds) {
         tfs_dataset_pos p = tfs_dataset_position(ds);
-        int64_t v[3] = {p.epoch, p.index, (int64_t)p.rng};
+        int64_t         v[3] = {p.epoch, p.index, (int64_t)p.rng};
         t[n].name = "_tfs/data_position";
         if (!(t[n].tensor = int64_vector(3, v))) {
             rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory saving a checkpoint");
@@ -261,11 +260,11 @@ static enum tfs_code resolve_checkpoint(const char *path, char **prefix, tfs_sta
 static enum tfs_code restore(tfs_model *m, tfs_dataset *ds, const char *path, bool weights_only,
                              int *n_restored, tfs_fit_result *history, tfs_status *st)
 {
-    char *prefix = NULL;
+    char           *prefix = NULL;
     tfs_checkpoint *c = NULL;
-    tfs_tensor *t = NULL;
-    int restored = 0;
-    enum tfs_code rc = resolve_checkpoint(path, &prefix, st);
+    tfs_tensor     *t = NULL;
+    int             restored = 0;
+    enum tfs_code   rc = resolve_checkpoint(path, &prefix, st);
     if (rc == TFS_OK)
         rc = tfs_checkpoint_open(prefix, &c, st);
     for (int i = 0; rc == TFS_OK && i < tfs_model_variable_count(m); i++) {
@@ -293,8 +292,9 @@ static enum tfs_code restore(tfs_model *m, tfs_dataset *ds, const char *path, bo
         t = NULL;
     }
     if (rc == TFS_OK && ds && !weights_only && tfs_checkpoint_find(c, "_tfs/data_position") >= 0) {
-        if ((rc = tfs_checkpoint_read(c, "_tfs/data_position", TFS_DTYPE_INT64, &t, st)) == TFS_OK) {
-            const int64_t *v = t->data;
+        if ((rc = tfs_checkpoint_read(c, "_tfs/data_position", TFS_DTYPE_INT64, &t, st)) ==
+            TFS_OK) {
+            const int64_t  *v = t->data;
             tfs_dataset_pos p = {v[0], v[1], (uint64_t)v[2]};
             rc = t->nelem == 3 ? tfs_dataset_seek(ds, &p, st)
                                : TFS_ERR(st, TFS_DATA_LOSS, "%s: bad _tfs/data_position", prefix);
@@ -309,9 +309,9 @@ static enum tfs_code restore(tfs_model *m, tfs_dataset *ds, const char *path, bo
                 rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory");
             } else {
                 const double *v = t->data;
-                double *cols[HISTORY_COLS] = {history->train_loss, history->train_accuracy,
-                                              history->eval_loss, history->eval_accuracy,
-                                              history->seconds};
+                double       *cols[HISTORY_COLS] = {history->train_loss, history->train_accuracy,
+                                                    history->eval_loss, history->eval_accuracy,
+                                                    history->seconds};
                 for (int64_t e = 0; e < epochs; e++)
                     for (int k = 0; k < HISTORY_COLS; k++)
                         cols[k][e] = v[e * HISTORY_COLS + k];
@@ -329,8 +329,8 @@ static enum tfs_code restore(tfs_model *m, tfs_dataset *ds, const char *path, bo
     return rc;
 }
 
-enum tfs_code tfs_train_restore(tfs_model *m, tfs_dataset *ds, const char *path,
-                                bool weights_only, int *n_restored, tfs_status *st)
+enum tfs_code tfs_train_restore(tfs_model *m, tfs_dataset *ds, const char *path, bool weights_only,
+                                int *n_restored, tfs_status *st)
 {
     return restore(m, ds, path, weights_only, n_restored, NULL, st);
 }
@@ -345,10 +345,10 @@ static enum tfs_code next_version(const char *base, char **path, tfs_status *st)
     DIR *d = opendir(base);
     if (!d)
         return TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", base, strerror(errno));
-    long long max = 0;
+    long long      max = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        char *end;
+        char     *end;
         long long v = strtoll(e->d_name, &end, 10);
         if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && *end == '\0' && v > max)
             max = v;
@@ -367,7 +367,7 @@ static enum tfs_code next_version(const char *base, char **path, tfs_status *st)
 typedef struct progress {
     FILE   *out;
     bool    bar;
-    int64_t epoch, epochs, total;   /* examples in the epoch (-1 unknown) */
+    int64_t epoch, epochs, total; /* examples in the epoch (-1 unknown) */
     double  start, last;
 } progress;
 
@@ -380,11 +380,12 @@ static void progress_show(progress *p, int64_t done, double loss, double acc, bo
         return;
     p->last = t;
     double rate = el > 0 ? (double)done / el : 0;
-    char accs[32] = "";
+    char   accs[32] = "";
     if (!isnan(acc))
         snprintf(accs, sizeof accs, " - accuracy %.4f", acc);
     if (p->bar) {
-        int width = 30, filled = p->total > 0 ? (int)((double)width * (double)done / (double)p->total) : 0;
+        int width = 30,
+            filled = p->total > 0 ? (int)((double)width * (double)done / (double)p->total) : 0;
         char bar[40];
         for (int i = 0; i < width; i++)
             bar[i] = i < filled ? '=' : (i == filled ? '>' : '.');
@@ -395,8 +396,8 @@ static void progress_show(progress *p, int64_t done, double loss, double acc, bo
                 (long long)p->total, loss, accs, rate, final ? 0.0 : eta);
     } else {
         fprintf(p->out, "epoch %lld/%lld: %lld/%lld examples - loss %.4f%s - %.0f ex/s\n",
-                (long long)p->epoch + 1, (long long)p->epochs, (long long)done,
-                (long long)p->total, loss, accs, rate);
+                (long long)p->epoch + 1, (long long)p->epochs, (long long)done, (long long)p->total,
+                loss, accs, rate);
     }
     fflush(p->out);
 }
@@ -418,9 +419,9 @@ static enum tfs_code checkpoint(fit *f, tfs_status *st)
 {
     if (!f->o->checkpoint_dir)
         return TFS_OK;
-    char *prefix = NULL;
-    enum tfs_code rc = save(f->m, f->train, f->res, f->o->checkpoint_dir,
-                            f->o->keep_checkpoint_max, &prefix, st);
+    char         *prefix = NULL;
+    enum tfs_code rc =
+        save(f->m, f->train, f->res, f->o->checkpoint_dir, f->o->keep_checkpoint_max, &prefix, st);
     if (rc == TFS_OK) {
         tfs_free(f->res->checkpoint);
         f->res->checkpoint = prefix;
@@ -432,22 +433,25 @@ static enum tfs_code checkpoint(fit *f, tfs_status *st)
 static enum tfs_code log_epoch(fit *f, int64_t e, batch *last, tfs_status *st)
 {
     tfs_fit_result *r = f->res;
-    int64_t step = tfs_model_global_step(f->m);
+    int64_t         step = tfs_model_global_step(f->m);
     struct {
         const char *tag;
-        double v;
-    } sc[4] = {{"epoch_loss", r->train_loss[e]}, {"epoch_accuracy", r->train_accuracy[e]},
-               {"eval_loss", r->eval_loss[e]}, {"eval_accuracy", r->eval_accuracy[e]}};
+        double      v;
+    } sc[4] = {{"epoch_loss", r->train_loss[e]},
+               {"epoch_accuracy", r->train_accuracy[e]},
+               {"eval_loss", r->eval_loss[e]},
+               {"eval_accuracy", r->eval_accuracy[e]}};
     for (int k = 0; k < 4; k++)
-        if (!isnan(sc[k].v) && tfs_events_writer_scalar(f->events, sc[k].tag, step, sc[k].v, st) != TFS_OK)
+        if (!isnan(sc[k].v) &&
+            tfs_events_writer_scalar(f->events, sc[k].tag, step, sc[k].v, st) != TFS_OK)
             return st->code;
     if (!f->o->histograms)
         return tfs_events_writer_flush(f->events, st);
     for (int i = 0; i < tfs_model_variable_count(f->m); i++) {
         if (!tfs_model_variable_is_weight(f->m, i))
             continue;
-        const char *name = tfs_model_variable_name(f->m, i);
-        tfs_tensor *t = NULL;
+        const char   *name = tfs_model_variable_name(f->m, i);
+        tfs_tensor   *t = NULL;
         enum tfs_code rc = tfs_model_variable_value(f->m, i, &t, st);
         if (rc == TFS_OK)
             rc = tfs_events_writer_histogram(f->events, name, step, t, st);
@@ -471,19 +475,22 @@ static enum tfs_code log_epoch(fit *f, int64_t e, batch *last, tfs_status *st)
 static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop, tfs_status *st)
 {
     const tfs_fit_opts *o = f->o;
-    tfs_fit_result *r = f->res;
-    int64_t n = 0, units = 0, correct = 0;
-    double loss_sum = 0;
-    int64_t total = tfs_dataset_epoch_examples(f->train);
-    progress p = {.out = o->quiet ? NULL : (o->out ? o->out : stdout), .epoch = epoch,
-                  .epochs = o->epochs, .total = total, .start = now()};
+    tfs_fit_result     *r = f->res;
+    int64_t             n = 0, units = 0, correct = 0;
+    double              loss_sum = 0;
+    int64_t             total = tfs_dataset_epoch_examples(f->train);
+    progress            p = {.out = o->quiet ? NULL : (o->out ? o->out : stdout),
+                             .epoch = epoch,
+                             .epochs = o->epochs,
+                             .total = total,
+                             .start = now()};
     p.bar = o->progress == 1 || (o->progress < 0 && p.out && isatty(fileno(p.out)));
     p.last = p.start;
     /* Examples of this epoch done before (a resume mid-epoch); at an epoch's start the position
      * still says "end of the previous epoch". */
     tfs_dataset_pos start = tfs_dataset_position(f->train);
-    int64_t done = start.epoch == epoch ? start.index : 0;
-    enum tfs_code rc = TFS_OK;
+    int64_t         done = start.epoch == epoch ? start.index : 0;
+    enum tfs_code   rc = TFS_OK;
     for (;;) {
         if (o->max_steps > 0 && tfs_model_global_step(f->m) >= o->max_steps) {
             *stop = true;
@@ -498,7 +505,7 @@ static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop,
         }
         if (rc != TFS_OK)
             return rc;
-        double loss;
+        double  loss;
         int64_t c;
         rc = tfs_model_train_step(f->m, b.x, b.y, &loss, &c, st);
         if (rc != TFS_OK) {
@@ -522,10 +529,11 @@ static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop,
         }
         progress_show(&p, done, loss_sum / (double)n, units ? (double)correct / (double)units : NAN,
                       false);
-        bool ckpt = (o->checkpoint_every_steps > 0 && step % o->checkpoint_every_steps == 0) ||
-                    (o->checkpoint_every_secs > 0 && now() - f->last_ckpt >= o->checkpoint_every_secs);
+        bool ckpt =
+            (o->checkpoint_every_steps > 0 && step % o->checkpoint_every_steps == 0) ||
+            (o->checkpoint_every_secs > 0 && now() - f->last_ckpt >= o->checkpoint_every_secs);
         tfs_dataset_pos pos = tfs_dataset_position(f->train);
-        bool end = pos.epoch != epoch || (total >= 0 && pos.index >= total);
+        bool            end = pos.epoch != epoch || (total >= 0 && pos.index >= total);
         if (ckpt && !end && (rc = checkpoint(f, st)) != TFS_OK)
             return rc;
         if (end)
@@ -546,8 +554,8 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
 {
     tfs_fit_opts o = opts ? *opts : tfs_fit_opts_default();
     memset(res, 0, sizeof *res);
-    fit f = {.m = m, .train = train_ds, .eval = eval_ds, .o = &o, .res = res};
-    batch last = {0};
+    fit           f = {.m = m, .train = train_ds, .eval = eval_ds, .o = &o, .res = res};
+    batch         last = {0};
     enum tfs_code rc = components(train_ds, o.feature, o.label, &f.xi, &f.yi, st);
     if (rc != TFS_OK)
         return rc;
@@ -592,17 +600,18 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
             goto done;
     }
     f.last_ckpt = now();
-    bool stop = false;
+    bool    stop = false;
     int64_t total = tfs_dataset_epoch_examples(train_ds);
     for (;;) {
         tfs_dataset_pos pos = tfs_dataset_position(train_ds);
-        int64_t epoch = total >= 0 && pos.index >= total && pos.index > 0 ? pos.epoch + 1 : pos.epoch;
+        int64_t         epoch =
+            total >= 0 && pos.index >= total && pos.index > 0 ? pos.epoch + 1 : pos.epoch;
         if (epoch >= o.epochs || stop)
             break;
         if ((rc = train_epoch(&f, epoch, &last, &stop, st)) != TFS_OK)
             goto done;
         if (isnan(res->train_loss[epoch]))
-            break;   /* no step ran: the data or max_steps ended */
+            break; /* no step ran: the data or max_steps ended */
         res->epochs = epoch + 1;
         if (eval_ds) {
             if ((rc = tfs_dataset_seek(eval_ds, &f.eval_start, st)) != TFS_OK ||
@@ -623,14 +632,15 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
             goto done;
         if ((rc = checkpoint(&f, st)) != TFS_OK)
             goto done;
-        if (o.plot && (rc = tfs_plot_write_svg(o.plot, &(tfs_plot_curves){
-                                                   .n_epochs = (int)res->epochs,
-                                                   .train_loss = res->train_loss,
-                                                   .eval_loss = res->eval_loss,
-                                                   .train_accuracy = res->train_accuracy,
-                                                   .eval_accuracy = res->eval_accuracy,
-                                                   .title = "tfserve-train"},
-                                               st)) != TFS_OK)
+        if (o.plot &&
+            (rc = tfs_plot_write_svg(o.plot,
+                                     &(tfs_plot_curves){.n_epochs = (int)res->epochs,
+                                                        .train_loss = res->train_loss,
+                                                        .eval_loss = res->eval_loss,
+                                                        .train_accuracy = res->train_accuracy,
+                                                        .eval_accuracy = res->eval_accuracy,
+                                                        .title = "tfserve-train"},
+                                     st)) != TFS_OK)
             goto done;
     }
     res->global_step = tfs_model_global_step(m);

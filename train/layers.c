@@ -29,9 +29,9 @@ static const char *const KIND_NAMES[TFS_LAYER_KIND_COUNT] = {
 };
 
 static const char *const ACT_NAMES[TFS_ACT_COUNT] = {
-    [TFS_ACT_NONE] = "linear",  [TFS_ACT_RELU] = "relu",     [TFS_ACT_RELU6] = "relu6",
-    [TFS_ACT_SIGMOID] = "sigmoid", [TFS_ACT_TANH] = "tanh",  [TFS_ACT_SOFTMAX] = "softmax",
-    [TFS_ACT_ELU] = "elu",      [TFS_ACT_SELU] = "selu",     [TFS_ACT_LEAKY_RELU] = "leaky_relu",
+    [TFS_ACT_NONE] = "linear",       [TFS_ACT_RELU] = "relu", [TFS_ACT_RELU6] = "relu6",
+    [TFS_ACT_SIGMOID] = "sigmoid",   [TFS_ACT_TANH] = "tanh", [TFS_ACT_SOFTMAX] = "softmax",
+    [TFS_ACT_ELU] = "elu",           [TFS_ACT_SELU] = "selu", [TFS_ACT_LEAKY_RELU] = "leaky_relu",
     [TFS_ACT_SOFTPLUS] = "softplus",
 };
 
@@ -109,8 +109,7 @@ tfs_layer_spec tfs_layer_conv2d(int64_t filters, int64_t k, int64_t stride, bool
     return l;
 }
 
-tfs_layer_spec tfs_layer_pool2d(enum tfs_layer_kind kind, int64_t window, int64_t stride,
-                                bool same)
+tfs_layer_spec tfs_layer_pool2d(enum tfs_layer_kind kind, int64_t window, int64_t stride, bool same)
 {
     tfs_layer_spec l = tfs_layer_of(kind);
     l.kernel[0] = l.kernel[1] = window;
@@ -130,48 +129,55 @@ static int64_t window_out(int64_t in, int64_t k, int64_t s, bool same)
 static enum tfs_code plan_one(const tfs_model_spec *spec, int i, tfs_layer *l, tfs_status *st)
 {
     const tfs_layer_spec *ls = l->spec;
-    int r = l->in_rank;
-    const int64_t *in = l->in_shape;
+    int                   r = l->in_rank;
+    const int64_t        *in = l->in_shape;
     l->out_rank = r;
     memcpy(l->out_shape, in, sizeof l->out_shape);
     if ((unsigned)ls->activation >= TFS_ACT_COUNT)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown activation %d", i,
-                       l->name, (int)ls->activation);
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown activation %d", i, l->name,
+                       (int)ls->activation);
     if ((unsigned)ls->kernel_init.kind >= TFS_INIT_COUNT ||
         (unsigned)ls->bias_init.kind >= TFS_INIT_COUNT)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown initializer", i,
-                       l->name);
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): unknown initializer", i, l->name);
     switch (ls->kind) {
     case TFS_LAYER_DENSE:
         if (r != 1)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): a dense layer needs a rank-1 "
-                           "input per example, got rank %d (add a flatten layer)", i, l->name, r);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "layer %d (%s): a dense layer needs a rank-1 "
+                           "input per example, got rank %d (add a flatten layer)",
+                           i, l->name, r);
         if (ls->units < 1)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): units must be >= 1", i, l->name);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): units must be >= 1", i,
+                           l->name);
         l->out_shape[0] = ls->units;
         return TFS_OK;
     case TFS_LAYER_CONV2D:
     case TFS_LAYER_MAX_POOL2D:
     case TFS_LAYER_AVG_POOL2D: {
         if (r != 3)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): needs [height, width, "
-                           "channels] per example, got rank %d", i, l->name, r);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "layer %d (%s): needs [height, width, "
+                           "channels] per example, got rank %d",
+                           i, l->name, r);
         bool conv = ls->kind == TFS_LAYER_CONV2D;
         for (int a = 0; a < 2; a++) {
             int64_t k = ls->kernel[a], s = ls->strides[a] > 0 ? ls->strides[a] : (conv ? 1 : k);
             if (k < 1 || s < 1)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): kernel and strides "
-                               "must be >= 1", i, l->name);
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                               "layer %d (%s): kernel and strides "
+                               "must be >= 1",
+                               i, l->name);
             if (!ls->same_padding && in[a] < k)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): input size %lld is "
-                               "smaller than the window %lld with valid padding", i, l->name,
-                               (long long)in[a], (long long)k);
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                               "layer %d (%s): input size %lld is "
+                               "smaller than the window %lld with valid padding",
+                               i, l->name, (long long)in[a], (long long)k);
             l->out_shape[a] = window_out(in[a], k, s, ls->same_padding);
         }
         if (conv) {
             if (ls->units < 1)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): filters must be >= 1",
-                               i, l->name);
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): filters must be >= 1", i,
+                               l->name);
             l->out_shape[2] = ls->units;
         }
         return TFS_OK;
@@ -191,17 +197,22 @@ static enum tfs_code plan_one(const tfs_model_spec *spec, int i, tfs_layer *l, t
         return TFS_OK;
     case TFS_LAYER_BATCH_NORM:
         if (r != 1 && r != 3)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): batch normalization takes "
-                           "[features] or [height, width, channels] per example, got rank %d", i,
-                           l->name, r);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "layer %d (%s): batch normalization takes "
+                           "[features] or [height, width, channels] per example, got rank %d",
+                           i, l->name, r);
         return TFS_OK;
     case TFS_LAYER_EMBEDDING:
         if (i != 0 || spec->input_dtype != TFS_DTYPE_INT32)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): an embedding must be the "
-                           "first layer, on int32 ids", i, l->name);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "layer %d (%s): an embedding must be the "
+                           "first layer, on int32 ids",
+                           i, l->name);
         if (ls->input_dim < 1 || ls->units < 1 || r + 1 > TFS_MAX_RANK - 1)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "layer %d (%s): needs input_dim >= 1 and "
-                           "units >= 1", i, l->name);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "layer %d (%s): needs input_dim >= 1 and "
+                           "units >= 1",
+                           i, l->name);
         l->out_rank = r + 1;
         l->out_shape[r] = ls->units;
         return TFS_OK;
@@ -220,8 +231,8 @@ enum tfs_code tfs__layers_plan(const tfs_model_spec *spec, tfs_layer *layers, tf
                        spec->input_rank, TFS_MAX_RANK - 2);
     for (int a = 0; a < spec->input_rank; a++)
         if (spec->input_shape[a] < 1)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input dimension %d is %lld (must be >= 1)",
-                           a, (long long)spec->input_shape[a]);
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input dimension %d is %lld (must be >= 1)", a,
+                           (long long)spec->input_shape[a]);
     if (spec->input_dtype != TFS_DTYPE_FLOAT && spec->input_dtype != TFS_DTYPE_INT32)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input dtype must be float or int32");
     if (spec->n_layers < 1)
@@ -266,7 +277,7 @@ enum tfs_code tfs__layers_plan(const tfs_model_spec *spec, tfs_layer *layers, tf
 void tfs__outs_push(tfs_graph *g, tfs_out **v, int *n, int *cap, tfs_out o)
 {
     if (*n == *cap) {
-        int c = *cap ? 2 * *cap : 16;
+        int      c = *cap ? 2 * *cap : 16;
         tfs_out *nv = tfs_realloc(*v, (size_t)c * sizeof *nv);
         if (!nv) {
             tfs_graph_set_error(g, TFS_RESOURCE_EXHAUSTED, "out of memory building a model");
@@ -295,7 +306,7 @@ tfs_out tfs__model_variable(tfs_build_ctx *b, const char *name, const int64_t *d
                             enum tfs_dtype dt, tfs_out init_value, bool weight, bool trainable)
 {
     tfs_shape shape = {.rank = rank};
-    if (rank > 0)   /* scalars (global_step, the beta powers) pass dims NULL */
+    if (rank > 0) /* scalars (global_step, the beta powers) pass dims NULL */
         memcpy(shape.dims, dims, (size_t)rank * sizeof(int64_t));
     tfs_out v = tfs_build_variable(b->g, name, dt, &shape);
     tfs_out init = TFS_OUT_NONE;
@@ -307,7 +318,7 @@ tfs_out tfs__model_variable(tfs_build_ctx *b, const char *name, const int64_t *d
     if (!tfs_out_ok(v) || (!b->no_init && !tfs_out_ok(init)))
         return TFS_OUT_NONE;
     if (b->n_vars == b->cap_vars) {
-        int c = b->cap_vars ? 2 * b->cap_vars : 16;
+        int            c = b->cap_vars ? 2 * b->cap_vars : 16;
         tfs_model_var *nv = tfs_realloc(b->vars, (size_t)c * sizeof *nv);
         if (!nv) {
             tfs_graph_set_error(b->g, TFS_RESOURCE_EXHAUSTED, "out of memory building a model");
@@ -336,8 +347,9 @@ static tfs_out random_op(tfs_build_ctx *b, const char *op, const int64_t *dims, 
 static tfs_out affine(tfs_build_ctx *b, tfs_out x, double scale, double shift)
 {
     tfs_out y = tfs_build_binary(b->g, "Mul", x, tfs_build_scalar(b->g, TFS_DTYPE_FLOAT, scale));
-    return shift == 0 ? y : tfs_build_binary(b->g, "AddV2", y,
-                                             tfs_build_scalar(b->g, TFS_DTYPE_FLOAT, shift));
+    return shift == 0
+               ? y
+               : tfs_build_binary(b->g, "AddV2", y, tfs_build_scalar(b->g, TFS_DTYPE_FLOAT, shift));
 }
 
 /* The initial value of a float variable of the given shape; fans as Keras computes them. */
@@ -361,8 +373,9 @@ static tfs_out initializer(tfs_build_ctx *b, tfs_init_spec init, enum tfs_init_k
     case TFS_INIT_ONES:
     case TFS_INIT_ZEROS:
     case TFS_INIT_CONSTANT: {
-        double v = kind == TFS_INIT_ONES ? 1.0 : kind == TFS_INIT_ZEROS ? 0.0 : init.value;
-        tfs_out in[2] = {tfs_build_ints(b->g, rank, dims), tfs_build_scalar(b->g, TFS_DTYPE_FLOAT, v)};
+        double  v = kind == TFS_INIT_ONES ? 1.0 : kind == TFS_INIT_ZEROS ? 0.0 : init.value;
+        tfs_out in[2] = {tfs_build_ints(b->g, rank, dims),
+                         tfs_build_scalar(b->g, TFS_DTYPE_FLOAT, v)};
         return tfs_build_op(b->g, "Fill", NULL, 2, in);
     }
     case TFS_INIT_RANDOM_NORMAL:
@@ -381,14 +394,14 @@ static tfs_out initializer(tfs_build_ctx *b, tfs_init_spec init, enum tfs_init_k
     }
     case TFS_INIT_GLOROT_UNIFORM:
     case TFS_INIT_HE_UNIFORM: {
-        double limit = kind == TFS_INIT_GLOROT_UNIFORM ? sqrt(6.0 / (fan_in + fan_out))
-                                                       : sqrt(6.0 / fan_in);
+        double limit =
+            kind == TFS_INIT_GLOROT_UNIFORM ? sqrt(6.0 / (fan_in + fan_out)) : sqrt(6.0 / fan_in);
         return affine(b, random_op(b, "RandomUniform", dims, rank, init.seed), 2 * limit, -limit);
     }
     case TFS_INIT_GLOROT_NORMAL:
     case TFS_INIT_HE_NORMAL: {
-        double sd = kind == TFS_INIT_GLOROT_NORMAL ? sqrt(2.0 / (fan_in + fan_out))
-                                                   : sqrt(2.0 / fan_in);
+        double sd =
+            kind == TFS_INIT_GLOROT_NORMAL ? sqrt(2.0 / (fan_in + fan_out)) : sqrt(2.0 / fan_in);
         return affine(b, random_op(b, "TruncatedNormal", dims, rank, init.seed), sd / trunc, 0);
     }
     default:
@@ -411,17 +424,17 @@ static tfs_out weight(tfs_build_ctx *b, const char *name, const int64_t *dims, i
 enum tfs_code tfs__layers_create_variables(tfs_build_ctx *b, const tfs_model_spec *spec,
                                            tfs_layer *layers, tfs_status *st)
 {
-    tfs_graph *g = b->g;
+    tfs_graph    *g = b->g;
     tfs_init_spec none = {0};
     for (int i = 0; i < spec->n_layers; i++) {
-        tfs_layer *l = &layers[i];
+        tfs_layer            *l = &layers[i];
         const tfs_layer_spec *ls = l->spec;
         tfs_build_scope_push(g, l->name);
         switch (ls->kind) {
         case TFS_LAYER_DENSE:
         case TFS_LAYER_CONV2D: {
             int64_t kd[4];
-            int kr;
+            int     kr;
             if (ls->kind == TFS_LAYER_DENSE) {
                 kd[0] = l->in_shape[0];
                 kd[1] = ls->units;
@@ -433,8 +446,8 @@ enum tfs_code tfs__layers_create_variables(tfs_build_ctx *b, const tfs_model_spe
                 kd[3] = ls->units;
                 kr = 4;
             }
-            l->kernel = weight(b, "kernel", kd, kr, ls->kernel_init, TFS_INIT_GLOROT_UNIFORM,
-                               true, &l->kernel_read);
+            l->kernel = weight(b, "kernel", kd, kr, ls->kernel_init, TFS_INIT_GLOROT_UNIFORM, true,
+                               &l->kernel_read);
             if (!ls->no_bias)
                 l->bias = weight(b, "bias", &ls->units, 1, ls->bias_init, TFS_INIT_ZEROS, true,
                                  &l->bias_read);
@@ -451,10 +464,10 @@ enum tfs_code tfs__layers_create_variables(tfs_build_ctx *b, const tfs_model_spe
             int64_t c = l->in_shape[l->in_rank - 1];
             l->gamma = weight(b, "gamma", &c, 1, none, TFS_INIT_ONES, true, &l->gamma_read);
             l->beta = weight(b, "beta", &c, 1, none, TFS_INIT_ZEROS, true, &l->beta_read);
-            l->moving_mean = weight(b, "moving_mean", &c, 1, none, TFS_INIT_ZEROS, false,
-                                    &l->mean_read);
-            l->moving_var = weight(b, "moving_variance", &c, 1, none, TFS_INIT_ONES, false,
-                                   &l->var_read);
+            l->moving_mean =
+                weight(b, "moving_mean", &c, 1, none, TFS_INIT_ZEROS, false, &l->mean_read);
+            l->moving_var =
+                weight(b, "moving_variance", &c, 1, none, TFS_INIT_ONES, false, &l->var_read);
             break;
         }
         case TFS_LAYER_EMBEDDING: {
@@ -476,9 +489,10 @@ enum tfs_code tfs__layers_create_variables(tfs_build_ctx *b, const tfs_model_spe
 static tfs_out activate(tfs_build_ctx *b, const tfs_layer_spec *ls, tfs_out x)
 {
     static const char *const OPS[TFS_ACT_COUNT] = {
-        [TFS_ACT_RELU] = "Relu",       [TFS_ACT_RELU6] = "Relu6",  [TFS_ACT_SIGMOID] = "Sigmoid",
-        [TFS_ACT_TANH] = "Tanh",       [TFS_ACT_SOFTMAX] = "Softmax", [TFS_ACT_ELU] = "Elu",
-        [TFS_ACT_SELU] = "Selu",       [TFS_ACT_LEAKY_RELU] = "LeakyRelu",
+        [TFS_ACT_RELU] = "Relu",         [TFS_ACT_RELU6] = "Relu6",
+        [TFS_ACT_SIGMOID] = "Sigmoid",   [TFS_ACT_TANH] = "Tanh",
+        [TFS_ACT_SOFTMAX] = "Softmax",   [TFS_ACT_ELU] = "Elu",
+        [TFS_ACT_SELU] = "Selu",         [TFS_ACT_LEAKY_RELU] = "LeakyRelu",
         [TFS_ACT_SOFTPLUS] = "Softplus",
     };
     if (ls->activation == TFS_ACT_NONE || (unsigned)ls->activation >= TFS_ACT_COUNT)
@@ -492,7 +506,7 @@ static tfs_out activate(tfs_build_ctx *b, const tfs_layer_spec *ls, tfs_out x)
 static void set_ints(tfs_graph *g, tfs_out o, const char *name, int64_t a, int64_t b, int64_t c,
                      int64_t d)
 {
-    int64_t v[4] = {a, b, c, d};
+    int64_t        v[4] = {a, b, c, d};
     tfs_attr_value attr = {.kind = TFS_ATTR_LIST};
     attr.list.kind = TFS_ATTR_I;
     attr.list.n = 4;
@@ -505,9 +519,9 @@ static tfs_out window_op(tfs_build_ctx *b, const tfs_layer *l, const char *op, t
                          tfs_out filter)
 {
     const tfs_layer_spec *ls = l->spec;
-    bool conv = ls->kind == TFS_LAYER_CONV2D;
-    int64_t sh = ls->strides[0] > 0 ? ls->strides[0] : (conv ? 1 : ls->kernel[0]);
-    int64_t sw = ls->strides[1] > 0 ? ls->strides[1] : (conv ? 1 : ls->kernel[1]);
+    bool                  conv = ls->kind == TFS_LAYER_CONV2D;
+    int64_t               sh = ls->strides[0] > 0 ? ls->strides[0] : (conv ? 1 : ls->kernel[0]);
+    int64_t               sw = ls->strides[1] > 0 ? ls->strides[1] : (conv ? 1 : ls->kernel[1]);
     tfs_out y = conv ? tfs_build_binary(b->g, op, x, filter) : tfs_build_unary(b->g, op, x);
     if (!tfs_out_ok(y))
         return y;
@@ -530,17 +544,17 @@ static tfs_out window_op(tfs_build_ctx *b, const tfs_layer *l, const char *op, t
  * Keras normalizes without the fused op, the biased variance of tf.nn.moments. */
 static tfs_out batch_norm(tfs_build_ctx *b, tfs_layer *l, tfs_out x, bool training)
 {
-    tfs_graph *g = b->g;
+    tfs_graph            *g = b->g;
     const tfs_layer_spec *ls = l->spec;
-    int64_t c = l->in_shape[l->in_rank - 1];
-    bool flat = l->in_rank == 1;
-    tfs_out x2d = x;
+    int64_t               c = l->in_shape[l->in_rank - 1];
+    bool                  flat = l->in_rank == 1;
+    tfs_out               x2d = x;
     if (flat)
         x = tfs_build_reshape(g, x, tfs_build_ints(g, 4, (int64_t[]){-1, 1, 1, c}));
     tfs_out mean = l->mean_read, var = l->var_read;
     if (training) {
         tfs_tensor *empty = NULL;
-        tfs_status st;
+        tfs_status  st;
         if (tfs_tensor_new(TFS_DTYPE_FLOAT, 1, (int64_t[]){0}, &empty, &st) != TFS_OK) {
             tfs_graph_set_error(g, st.code, "%s", st.msg);
             return TFS_OUT_NONE;
@@ -561,14 +575,14 @@ static tfs_out batch_norm(tfs_build_ctx *b, tfs_layer *l, tfs_out x, bool traini
         tfs_out decay = tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1.0 - ls->momentum);
         tfs_out stats[2] = {tfs_out_at(y, 1), tfs_out_at(y, 2)};
         if (flat)
-            stats[1] = tfs_build_reduce(g, "Mean",
-                                        tfs_build_binary(g, "SquaredDifference", x2d, stats[0]),
-                                        tfs_build_ints(g, 1, (int64_t[]){0}), false);
+            stats[1] =
+                tfs_build_reduce(g, "Mean", tfs_build_binary(g, "SquaredDifference", x2d, stats[0]),
+                                 tfs_build_ints(g, 1, (int64_t[]){0}), false);
         tfs_out moving[2] = {l->moving_mean, l->moving_var};
         tfs_out reads[2] = {l->mean_read, l->var_read};
         for (int k = 0; k < 2; k++) {
-            tfs_out delta = tfs_build_binary(g, "Mul", tfs_build_binary(g, "Sub", reads[k], stats[k]),
-                                             decay);
+            tfs_out delta =
+                tfs_build_binary(g, "Mul", tfs_build_binary(g, "Sub", reads[k], stats[k]), decay);
             tfs_out in2[2] = {moving[k], delta};
             tfs_out upd = tfs_build_op(g, "AssignSub", NULL, 2, in2);
             if (tfs_out_ok(upd))
@@ -584,7 +598,7 @@ static tfs_out batch_norm(tfs_build_ctx *b, tfs_layer *l, tfs_out x, bool traini
 static tfs_out dropout(tfs_build_ctx *b, const tfs_layer *l, tfs_out x)
 {
     tfs_graph *g = b->g;
-    double rate = l->spec->rate;
+    double     rate = l->spec->rate;
     if (rate <= 0)
         return x;
     tfs_out shape = tfs_build_shape(g, x);
@@ -594,9 +608,11 @@ static tfs_out dropout(tfs_build_ctx *b, const tfs_layer *l, tfs_out x)
         tfs_graph_set_attr_int(g, r.node, "seed", b->seed);
         tfs_graph_set_attr_int(g, r.node, "seed2", ++b->op_seed);
     }
-    tfs_out keep = tfs_build_binary(g, "GreaterEqual", r, tfs_build_scalar(g, TFS_DTYPE_FLOAT, rate));
+    tfs_out keep =
+        tfs_build_binary(g, "GreaterEqual", r, tfs_build_scalar(g, TFS_DTYPE_FLOAT, rate));
     tfs_out mask = tfs_build_cast(g, keep, TFS_DTYPE_FLOAT);
-    tfs_out scaled = tfs_build_binary(g, "Mul", x, tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1 / (1 - rate)));
+    tfs_out scaled =
+        tfs_build_binary(g, "Mul", x, tfs_build_scalar(g, TFS_DTYPE_FLOAT, 1 / (1 - rate)));
     return tfs_build_binary(g, "Mul", scaled, mask);
 }
 
@@ -606,9 +622,9 @@ tfs_out tfs__layers_forward(tfs_build_ctx *b, const tfs_model_spec *spec, tfs_la
     tfs_graph *g = b->g;
     *logits = TFS_OUT_NONE;
     for (int i = 0; i < spec->n_layers; i++) {
-        tfs_layer *l = &layers[i];
+        tfs_layer            *l = &layers[i];
         const tfs_layer_spec *ls = l->spec;
-        bool last = i == spec->n_layers - 1;
+        bool                  last = i == spec->n_layers - 1;
         tfs_build_scope_push(g, l->name);
         tfs_out pre = x;
         switch (ls->kind) {

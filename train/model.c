@@ -18,17 +18,17 @@
 
 struct tfs_model {
     tfs_model_spec     spec;
-    tfs_layer_spec    *layers_spec;   /* owned copy */
+    tfs_layer_spec    *layers_spec; /* owned copy */
     tfs_optimizer_spec opt;
-    tfs_graph         *g;             /* the session's graph (a reference) */
+    tfs_graph         *g; /* the session's graph (a reference) */
     tfs_session       *s;
-    int64_t            step;          /* global_step as of the last run */
+    int64_t            step; /* global_step as of the last run */
     int                n_vars;
-    char             **var_names;     /* [n_vars] */
-    bool              *var_weight;    /* [n_vars] */
-    char             **restore_feed;  /* [n_vars] "<var>/restore_value:0" */
-    char             **restore_op;    /* [n_vars] "<var>/restore" */
-    char             **grad_name;     /* [n_grad] gradient tensor of trainable weights, else NULL */
+    char             **var_names;    /* [n_vars] */
+    bool              *var_weight;   /* [n_vars] */
+    char             **restore_feed; /* [n_vars] "<var>/restore_value:0" */
+    char             **restore_op;   /* [n_vars] "<var>/restore" */
+    char             **grad_name;    /* [n_grad] gradient tensor of trainable weights, else NULL */
     int                n_grad;
     /* tensor names the runs use */
     char x[256], y[256], lr[256], loss[256], correct[256], train_op[256];
@@ -98,8 +98,10 @@ static tfs_out per_example_loss(tfs_graph *g, enum tfs_loss loss, tfs_out logits
         tfs_out zero = tfs_build_scalar(g, TFS_DTYPE_FLOAT, 0);
         tfs_out relu = tfs_build_binary(g, "Maximum", logits, zero);
         tfs_out xz = tfs_build_binary(g, "Mul", logits, y);
-        tfs_out soft = tfs_build_unary(g, "Log1p", tfs_build_unary(g, "Exp",
-                                       tfs_build_unary(g, "Neg", tfs_build_unary(g, "Abs", logits))));
+        tfs_out soft = tfs_build_unary(
+            g, "Log1p",
+            tfs_build_unary(g, "Exp",
+                            tfs_build_unary(g, "Neg", tfs_build_unary(g, "Abs", logits))));
         tfs_out l = tfs_build_binary(g, "AddV2", tfs_build_binary(g, "Sub", relu, xz), soft);
         return mean_per_example(g, l, out_rank);
     }
@@ -154,14 +156,15 @@ static void name_of(tfs_graph *g, tfs_out o, char *buf)
 static enum tfs_code check_loss_fits(const tfs_model_spec *spec, const tfs_layer *last,
                                      tfs_status *st)
 {
-    bool classes = spec->loss == TFS_LOSS_SPARSE_SOFTMAX_XENT ||
-                   spec->loss == TFS_LOSS_SOFTMAX_XENT;
+    bool classes =
+        spec->loss == TFS_LOSS_SPARSE_SOFTMAX_XENT || spec->loss == TFS_LOSS_SOFTMAX_XENT;
     if ((unsigned)spec->loss >= TFS_LOSS_COUNT)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "unknown loss %d", (int)spec->loss);
     if (classes && (last->out_rank != 1 || last->out_shape[0] < 2))
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "loss %s needs the last layer (%s) to output "
-                       "[classes] per example with at least 2 classes", tfs_loss_name(spec->loss),
-                       last->name);
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "loss %s needs the last layer (%s) to output "
+                       "[classes] per example with at least 2 classes",
+                       tfs_loss_name(spec->loss), last->name);
     return TFS_OK;
 }
 
@@ -206,10 +209,11 @@ static void add_check_numerics(tfs_graph *g, int from, int to, tfs_out **checks,
             tfs_graph_set_attr_string(g, c.node, "message", msg);
             for (int i = 0; i < tfs_graph_node_input_count(g, id); i++) {
                 char name[256];
-                int index;
+                int  index;
                 bool control;
                 if (!tfs_tensor_name_parse(tfs_graph_node_input(g, id, i), name, sizeof name,
-                                           &index, &control) || control)
+                                           &index, &control) ||
+                    control)
                     continue;
                 int p = tfs_graph_find_node(g, name);
                 if (p >= from && p < id && check_of[p - from] >= 0)
@@ -226,8 +230,8 @@ static void add_check_numerics(tfs_graph *g, int from, int to, tfs_out **checks,
 static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tfs_status *st)
 {
     const tfs_model_spec *spec = &m->spec;
-    tfs_graph *g = b->g;
-    enum tfs_code rc = tfs__layers_create_variables(b, spec, layers, st);
+    tfs_graph            *g = b->g;
+    enum tfs_code         rc = tfs__layers_create_variables(b, spec, layers, st);
     if (rc != TFS_OK)
         return rc;
     const tfs_layer *last = &layers[spec->n_layers - 1];
@@ -235,8 +239,8 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
     tfs_shape xs = {.rank = 1 + spec->input_rank};
     xs.dims[0] = -1;
     memcpy(xs.dims + 1, spec->input_shape, (size_t)spec->input_rank * sizeof(int64_t));
-    tfs_out x = tfs_build_placeholder(g, "x", spec->input_dtype, &xs);
-    tfs_shape ys = {.rank = 1, .dims = {-1}};
+    tfs_out        x = tfs_build_placeholder(g, "x", spec->input_dtype, &xs);
+    tfs_shape      ys = {.rank = 1, .dims = {-1}};
     enum tfs_dtype ydt = TFS_DTYPE_INT32;
     if (spec->loss != TFS_LOSS_SPARSE_SOFTMAX_XENT) {
         ys.rank = 1 + last->out_rank;
@@ -249,7 +253,7 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
                                      tfs_build_scalar(g, TFS_DTYPE_INT64, 0), false, false);
 
     /* Training forward, loss and metrics. */
-    int first_train_node = tfs_graph_node_count(g);
+    int     first_train_node = tfs_graph_node_count(g);
     tfs_out logits;
     tfs__layers_forward(b, spec, layers, x, true, &logits);
     tfs_build_scope_push(g, "loss");
@@ -261,16 +265,16 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
     tfs_build_scope_pop(g);
 
     /* Gradients of the loss with respect to every trainable variable. */
-    int n_train = 0;
+    int      n_train = 0;
     tfs_out *vars = tfs_calloc((size_t)b->n_vars + 1, sizeof *vars);
     tfs_out *grads = tfs_calloc((size_t)b->n_vars + 1, sizeof *grads);
     tfs_out *ops = NULL, *deps = NULL, *checks = NULL;
-    int n_ops = 0, n_deps = 0, cap_deps = 0, n_checks = 0, cap_checks = 0;
+    int      n_ops = 0, n_deps = 0, cap_deps = 0, n_checks = 0, cap_checks = 0;
     if (!vars || !grads) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
         goto done;
     }
-    int n_vars_at_gradients = b->n_vars;
+    int  n_vars_at_gradients = b->n_vars;
     int *train_index = tfs_calloc((size_t)b->n_vars + 1, sizeof *train_index);
     m->grad_name = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->grad_name);
     m->n_grad = m->grad_name ? b->n_vars : 0;
@@ -309,10 +313,10 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         tfs__outs_push(g, &deps, &n_deps, &cap_deps, correct);
     tfs_out barrier = tfs_build_group(g, "gradients_done", n_deps, deps);
 
-    if ((rc = tfs__optimizer_build(b, &m->opt, vars, grads, n_train, lr, barrier, gs, &ops,
-                                   &n_ops, st)) != TFS_OK)
+    if ((rc = tfs__optimizer_build(b, &m->opt, vars, grads, n_train, lr, barrier, gs, &ops, &n_ops,
+                                   st)) != TFS_OK)
         goto done;
-    int cap_ops = n_ops;   /* the array is full: the next push grows it */
+    int cap_ops = n_ops; /* the array is full: the next push grows it */
     for (int i = 0; i < b->n_updates; i++) {
         tfs_build_control(g, b->updates[i], barrier);
         tfs__outs_push(g, &ops, &n_ops, &cap_ops, b->updates[i]);
@@ -354,11 +358,12 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         goto done;
     }
     for (int i = 0; i < b->n_vars; i++) {
-        tfs_out v = b->vars[i].var;
+        tfs_out     v = b->vars[i].var;
         const char *vn = tfs_graph_node_name(g, v.node);
         tfs_build_scope_push(g, vn);
         const tfs_attr_value *dt = tfs_graph_node_attr(g, v.node, "dtype");
-        tfs_out p = tfs_build_placeholder(g, "restore_value", dt ? dt->type : TFS_DTYPE_FLOAT, NULL);
+        tfs_out               p =
+            tfs_build_placeholder(g, "restore_value", dt ? dt->type : TFS_DTYPE_FLOAT, NULL);
         tfs_out a = tfs_build_op(g, "Assign", "restore", 2, (tfs_out[]){v, p});
         if (tfs_out_ok(a))
             tfs_graph_set_attr_bool(g, a.node, "validate_shape", true);
@@ -408,8 +413,8 @@ enum tfs_code tfs_model_new(const tfs_model_spec *spec, const tfs_optimizer_spec
                             tfs_model **out, tfs_status *st)
 {
     *out = NULL;
-    tfs_model *m = tfs_calloc(1, sizeof *m);
-    tfs_layer *layers = NULL;
+    tfs_model    *m = tfs_calloc(1, sizeof *m);
+    tfs_layer    *layers = NULL;
     tfs_build_ctx b = {0};
     enum tfs_code rc;
     if (!m || spec->n_layers < 1 || !spec->layers) {
@@ -503,24 +508,29 @@ void tfs_model_free(tfs_model *m)
 static double scalar_value(const tfs_tensor *t)
 {
     switch (t->dtype) {
-    case TFS_DTYPE_FLOAT:  return *(const float *)t->data;
-    case TFS_DTYPE_DOUBLE: return *(const double *)t->data;
-    case TFS_DTYPE_INT32:  return *(const int32_t *)t->data;
-    case TFS_DTYPE_INT64:  return (double)*(const int64_t *)t->data;
-    default:               return NAN;
+    case TFS_DTYPE_FLOAT:
+        return *(const float *)t->data;
+    case TFS_DTYPE_DOUBLE:
+        return *(const double *)t->data;
+    case TFS_DTYPE_INT32:
+        return *(const int32_t *)t->data;
+    case TFS_DTYPE_INT64:
+        return (double)*(const int64_t *)t->data;
+    default:
+        return NAN;
     }
 }
 
 enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss,
                                    int64_t *correct, tfs_status *st)
 {
-    tfs_tensor *lr = NULL;
+    tfs_tensor   *lr = NULL;
     enum tfs_code rc = tfs_tensor_new_scalar(TFS_DTYPE_FLOAT, &lr, st);
     if (rc != TFS_OK)
         return rc;
     *(float *)lr->data = (float)tfs_optimizer_learning_rate(&m->opt, m->step);
-    tfs_feed feeds[3] = {{m->x, x}, {m->y, y}, {m->lr, lr}};
-    bool has_correct = m->correct[0] != '\0';
+    tfs_feed    feeds[3] = {{m->x, x}, {m->y, y}, {m->lr, lr}};
+    bool        has_correct = m->correct[0] != '\0';
     const char *fetches[2] = {m->loss, m->correct};
     const char *target = m->train_op;
     tfs_tensor *out[2] = {NULL, NULL};
@@ -547,11 +557,12 @@ enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
 enum tfs_code tfs_model_eval_batch(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss_sum,
                                    int64_t *correct, tfs_status *st)
 {
-    tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
-    bool has_correct = m->eval_correct[0] != '\0';
-    const char *fetches[2] = {m->eval_loss, m->eval_correct};
-    tfs_tensor *out[2] = {NULL, NULL};
-    enum tfs_code rc = tfs_session_run(m->s, feeds, 2, fetches, has_correct ? 2 : 1, NULL, 0, out, st);
+    tfs_feed      feeds[2] = {{m->x, x}, {m->y, y}};
+    bool          has_correct = m->eval_correct[0] != '\0';
+    const char   *fetches[2] = {m->eval_loss, m->eval_correct};
+    tfs_tensor   *out[2] = {NULL, NULL};
+    enum tfs_code rc =
+        tfs_session_run(m->s, feeds, 2, fetches, has_correct ? 2 : 1, NULL, 0, out, st);
     if (rc != TFS_OK)
         return rc;
     if (loss_sum)
@@ -565,7 +576,7 @@ enum tfs_code tfs_model_eval_batch(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
 
 enum tfs_code tfs_model_predict(tfs_model *m, tfs_tensor *x, tfs_tensor **out, tfs_status *st)
 {
-    tfs_feed feed = {m->x, x};
+    tfs_feed    feed = {m->x, x};
     const char *fetch = m->predict;
     return tfs_session_run(m->s, &feed, 1, &fetch, 1, NULL, 0, out, st);
 }
@@ -633,7 +644,7 @@ enum tfs_code tfs_model_variable_assign(tfs_model *m, int i, tfs_tensor *value, 
 {
     if (i < 0 || i >= m->n_vars)
         return TFS_ERR(st, TFS_NOT_FOUND, "variable %d does not exist", i);
-    tfs_tensor *cur = NULL;
+    tfs_tensor   *cur = NULL;
     enum tfs_code rc = tfs_model_variable_value(m, i, &cur, st);
     if (rc != TFS_OK)
         return rc;
@@ -648,7 +659,7 @@ enum tfs_code tfs_model_variable_assign(tfs_model *m, int i, tfs_tensor *value, 
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "variable '%s': expected %s %s, got %s %s",
                        m->var_names[i], tfs_dtype_short_name(wdt), want,
                        tfs_dtype_short_name(value->dtype), got);
-    tfs_feed feed = {m->restore_feed[i], value};
+    tfs_feed    feed = {m->restore_feed[i], value};
     const char *target = m->restore_op[i];
     rc = tfs_session_run(m->s, &feed, 1, NULL, 0, &target, 1, NULL, st);
     if (rc == TFS_OK && !strcmp(m->var_names[i], "global_step"))
@@ -665,15 +676,15 @@ enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor 
     /* The run draws dropout masks: put the generators back afterwards, so that asking for a
      * gradient (TensorBoard histograms) leaves the steps' random numbers, and resume
      * equality, as they were. */
-    tfs_tensor *rng = NULL;
+    tfs_tensor   *rng = NULL;
     enum tfs_code rc = tfs_model_rng_state(m, &rng, st);
     if (rc != TFS_OK)
         return rc;
-    tfs_feed feeds[2] = {{m->x, x}, {m->y, y}};
+    tfs_feed    feeds[2] = {{m->x, x}, {m->y, y}};
     const char *fetch = m->grad_name[i];
     rc = tfs_session_run(m->s, feeds, 2, &fetch, 1, NULL, 0, out, st);
     if (rng) {
-        tfs_status rst;
+        tfs_status    rst;
         enum tfs_code rrc = tfs_model_set_rng_state(m, rng, &rst);
         if (rrc != TFS_OK && rc == TFS_OK) {
             tfs_tensor_unref(*out);
@@ -693,9 +704,9 @@ enum tfs_code tfs_model_rng_state(tfs_model *m, tfs_tensor **out, tfs_status *st
     int n = tfs_session_rng_state_count(m->s);
     if (n == 0)
         return TFS_OK;
-    tfs_tensor *t = NULL;
+    tfs_tensor   *t = NULL;
     enum tfs_code rc = tfs_tensor_new(TFS_DTYPE_INT64, 2, (int64_t[]){n, 3}, &t, st);
-    int64_t *v = t ? t->data : NULL;
+    int64_t      *v = t ? t->data : NULL;
     for (int i = 0; rc == TFS_OK && i < n; i++) {
         tfs_rng_state r;
         rc = tfs_session_rng_state_get(m->s, i, NULL, NULL, &r, st);
@@ -715,8 +726,10 @@ enum tfs_code tfs_model_set_rng_state(tfs_model *m, const tfs_tensor *t, tfs_sta
 {
     int n = tfs_session_rng_state_count(m->s);
     if (t->dtype != TFS_DTYPE_INT64 || t->rank != 2 || t->dims[0] != n || t->dims[1] != 3)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "random generator state: expected int64 "
-                       "[%d, 3] for this model", n);
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "random generator state: expected int64 "
+                       "[%d, 3] for this model",
+                       n);
     const int64_t *v = t->data;
     for (int i = 0; i < n; i++) {
         tfs_rng_state r = {(uint64_t)v[3 * i], (uint64_t)v[3 * i + 1], (uint64_t)v[3 * i + 2]};

@@ -5,7 +5,8 @@
  *
  *     tfs_model_spec m = tfs_model_spec_default();
  *     m.input_rank = 1;  m.input_shape[0] = 784;  m.classes = 10;
- *     tfs_layer_spec layers[] = {tfs_layer_dense(512, TFS_ACT_RELU), tfs_layer_dense(256, TFS_ACT_RELU),
+ *     tfs_layer_spec layers[] = {tfs_layer_dense(512, TFS_ACT_RELU),
+ *                                tfs_layer_dense(256, TFS_ACT_RELU),
  *                                tfs_layer_dense(10, TFS_ACT_NONE)};
  *     m.layers = layers;  m.n_layers = 3;
  *     tfs_optimizer_spec o = tfs_optimizer_spec_default();   // Adam 1e-3

@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const char *const NAMES[TFS_OPT_COUNT] = {
-    [TFS_OPT_SGD] = "sgd", [TFS_OPT_MOMENTUM] = "momentum", [TFS_OPT_ADAM] = "adam",
+    [TFS_OPT_SGD] = "sgd",         [TFS_OPT_MOMENTUM] = "momentum", [TFS_OPT_ADAM] = "adam",
     [TFS_OPT_RMSPROP] = "rmsprop", [TFS_OPT_ADAGRAD] = "adagrad",
 };
 
@@ -132,9 +132,9 @@ static void clip(tfs_build_ctx *b, const tfs_optimizer_spec *o, tfs_out *grads, 
 /* A slot variable "<var>/<slot>" shaped like var, filled with v. */
 static tfs_out slot(tfs_build_ctx *b, tfs_out var, const char *slot_name, double v)
 {
-    tfs_graph *g = b->g;
+    tfs_graph            *g = b->g;
     const tfs_attr_value *sa = tfs_graph_node_attr(g, var.node, "shape");
-    char name[256];
+    char                  name[256];
     snprintf(name, sizeof name, "%s/%s", tfs_graph_node_name(g, var.node), slot_name);
     if (!sa || sa->kind != TFS_ATTR_SHAPE || sa->shape.rank < 0) {
         tfs_graph_set_error(g, TFS_INVALID_ARGUMENT, "variable '%s' has no static shape",
@@ -143,8 +143,8 @@ static tfs_out slot(tfs_build_ctx *b, tfs_out var, const char *slot_name, double
     }
     /* Slots live at the top scope, named after their variable. */
     const tfs_shape *s = &sa->shape;
-    tfs_out in[2] = {tfs_build_ints(g, s->rank, s->dims), scalar(b, v)};
-    tfs_out init = tfs_build_op(g, "Fill", NULL, 2, in);
+    tfs_out          in[2] = {tfs_build_ints(g, s->rank, s->dims), scalar(b, v)};
+    tfs_out          init = tfs_build_op(g, "Fill", NULL, 2, in);
     return tfs__model_variable(b, name, s->dims, s->rank, TFS_DTYPE_FLOAT, init, false, false);
 }
 
@@ -169,11 +169,12 @@ enum tfs_code tfs__optimizer_build(tfs_build_ctx *b, const tfs_optimizer_spec *o
                                    tfs_status *st)
 {
     tfs_graph *g = b->g;
-    int cap = 0;
+    int        cap = 0;
     *ops = NULL;
     *n_ops = 0;
     if ((unsigned)o->kind >= TFS_OPT_COUNT || !(o->learning_rate >= 0))
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "optimizer: unknown kind or negative learning "
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "optimizer: unknown kind or negative learning "
                        "rate");
     clip(b, o, grads, n);
     tfs_out beta1_power = TFS_OUT_NONE, beta2_power = TFS_OUT_NONE;
@@ -209,8 +210,16 @@ enum tfs_code tfs__optimizer_build(tfs_build_ctx *b, const tfs_optimizer_spec *o
         case TFS_OPT_ADAM: {
             tfs_out m = slot(b, v, "Adam", 0), s = slot(b, v, "Adam_1", 0);
             tfs_build_scope_push(g, scope);
-            tfs_out in[10] = {v, m, s, beta1_power, beta2_power, lr, scalar(b, o->beta1),
-                              scalar(b, o->beta2), scalar(b, o->epsilon), gr};
+            tfs_out in[10] = {v,
+                              m,
+                              s,
+                              beta1_power,
+                              beta2_power,
+                              lr,
+                              scalar(b, o->beta1),
+                              scalar(b, o->beta2),
+                              scalar(b, o->epsilon),
+                              gr};
             a = apply(b, "ApplyAdam", 10, in, barrier);
             if (tfs_out_ok(a))
                 tfs_graph_set_attr_bool(g, a.node, "use_nesterov", o->nesterov);
@@ -221,12 +230,25 @@ enum tfs_code tfs__optimizer_build(tfs_build_ctx *b, const tfs_optimizer_spec *o
             tfs_out ms = slot(b, v, "RMSProp", 0), mom = slot(b, v, "RMSProp_1", 0);
             tfs_build_scope_push(g, scope);
             if (o->centered) {
-                tfs_out in[9] = {v, mg, ms, mom, lr, scalar(b, o->rho), scalar(b, o->momentum),
-                                 scalar(b, o->epsilon), gr};
+                tfs_out in[9] = {v,
+                                 mg,
+                                 ms,
+                                 mom,
+                                 lr,
+                                 scalar(b, o->rho),
+                                 scalar(b, o->momentum),
+                                 scalar(b, o->epsilon),
+                                 gr};
                 a = apply(b, "ApplyCenteredRMSProp", 9, in, barrier);
             } else {
-                tfs_out in[8] = {v, ms, mom, lr, scalar(b, o->rho), scalar(b, o->momentum),
-                                 scalar(b, o->epsilon), gr};
+                tfs_out in[8] = {v,
+                                 ms,
+                                 mom,
+                                 lr,
+                                 scalar(b, o->rho),
+                                 scalar(b, o->momentum),
+                                 scalar(b, o->epsilon),
+                                 gr};
                 a = apply(b, "ApplyRMSProp", 8, in, barrier);
             }
             break;
@@ -251,9 +273,10 @@ enum tfs_code tfs__optimizer_build(tfs_build_ctx *b, const tfs_optimizer_spec *o
         /* TF1's AdamOptimizer._finish: the beta powers advance after every apply has read them. */
         tfs_build_scope_push(g, scope);
         tfs_out powers[2] = {beta1_power, beta2_power};
-        double betas[2] = {o->beta1, o->beta2};
+        double  betas[2] = {o->beta1, o->beta2};
         for (int k = 0; k < 2; k++) {
-            tfs_out next = tfs_build_binary(g, "Mul", tfs__model_read(g, powers[k]), scalar(b, betas[k]));
+            tfs_out next =
+                tfs_build_binary(g, "Mul", tfs__model_read(g, powers[k]), scalar(b, betas[k]));
             tfs_out upd = tfs_build_assign(g, powers[k], next);
             for (int i = 0; i < n_apply; i++)
                 tfs_build_control(g, upd, (*ops)[i]);
