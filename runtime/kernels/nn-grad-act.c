@@ -159,18 +159,32 @@ typedef struct bias_job {
     int64_t        outer, C, inner;
 } bias_job;
 
+/* NHWC (inner 1): rows in the outer loop and a block of up to 64 channels inside, so the reads
+ * are contiguous and the inner loop vectorizes; each channel still sums its rows in ascending
+ * order, the same sums as the NCHW path's per-channel loop. */
+#define BIAS_BLOCK 64
 #define BIAS_SUM(TY, ACC)                                                                          \
     do {                                                                                           \
         const TY *X = j->x;                                                                        \
         TY *O = j->o;                                                                              \
+        if (j->inner == 1) {                                                                       \
+            for (int64_t cb = c0; cb < c1; cb += BIAS_BLOCK) {                                     \
+                int64_t nb = c1 - cb < BIAS_BLOCK ? c1 - cb : BIAS_BLOCK;                          \
+                ACC acc[BIAS_BLOCK] = {0};                                                         \
+                for (int64_t o = 0; o < j->outer; o++) {                                           \
+                    const TY *x = X + o * j->C + cb;                                               \
+                    for (int64_t c = 0; c < nb; c++)                                               \
+                        acc[c] += (ACC)x[c];                                                       \
+                }                                                                                  \
+                for (int64_t c = 0; c < nb; c++)                                                   \
+                    O[cb + c] = (TY)acc[c];                                                        \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
         for (int64_t c = c0; c < c1; c++) {                                                        \
             ACC s = 0;                                                                             \
             for (int64_t o = 0; o < j->outer; o++) {                                               \
                 const TY *x = X + (o * j->C + c) * j->inner;                                       \
-                if (j->inner == 1) {                                                               \
-                    s += (ACC)x[0];                                                                \
-                    continue;                                                                      \
-                }                                                                                  \
                 for (int64_t i = 0; i < j->inner; i++)                                             \
                     s += (ACC)x[i];                                                                \
             }                                                                                      \
