@@ -531,9 +531,15 @@ static void scan_one(tfs_loader *l, model_entry *m)
         m->scan_error = st;
     } else {
         tfs_status_clear(&m->scan_error);
-        if (n == 0 && !m->warned_empty)
-            TFS_LOG_WARN(LOG_MODULE, "No versions of servable %s found under base path %s",
-                         m->name, m->base_path);
+        if (n == 0 && !m->warned_empty) {
+            char skipped[256], note[320] = "";
+            tfs__scan_describe_skipped(m->base_path, skipped, sizeof skipped);
+            if (skipped[0])
+                snprintf(note, sizeof note, " (version folders are named by integers; ignored: "
+                         "%s)", skipped);
+            TFS_LOG_WARN(LOG_MODULE, "No versions of servable %s found under base path %s%s",
+                         m->name, m->base_path, note);
+        }
         m->warned_empty = n == 0;
         tfs__model_apply_listing(m, d, n);
         warn_missing(m);

@@ -48,6 +48,9 @@ void tfs__name_set_clear(tfs__name_set *s);
 enum tfs_code tfs__scan_base(const char *base, const char *model, tfs__name_set *logged,
                              tfs__version_dir **out, int *n, tfs_status *st);
 void tfs__version_dirs_free(tfs__version_dir *d, int n);
+/* For the "no versions found" warning: up to three entry names of base, quoted ("'v1', 'x.pb'
+ * and 2 more"), or "" when it cannot be read or is empty. */
+void tfs__scan_describe_skipped(const char *base, char *out, size_t n);
 /* "123" / "00000123" -> 123; false for anything else (signs, spaces, past INT64_MAX). */
 bool tfs__parse_version(const char *name, int64_t *out);
 

@@ -273,6 +273,19 @@ bool tfs_loader_ready(tfs_loader *l)
     return ready;
 }
 
+enum tfs_code tfs_loader_base_path_error(tfs_loader *l, const char *name, tfs_status *st)
+{
+    tfs_status e = {0};
+    pthread_mutex_lock(&l->mu);
+    const model_entry *m = name ? tfs__model_find(l, name) : NULL;
+    if (m && m->configured)
+        e = m->scan_error;
+    pthread_mutex_unlock(&l->mu);
+    if (st)
+        *st = e;
+    return e.code;
+}
+
 void tfs_loader_get_stats(tfs_loader *l, tfs_loader_stats *out)
 {
     *out = (tfs_loader_stats){0};

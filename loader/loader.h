@@ -205,6 +205,13 @@ enum tfs_code tfs_loader_model_status(tfs_loader *l, const char *name, int64_t v
 enum tfs_code tfs_loader_model_names(tfs_loader *l, char ***names, int *n, tfs_status *st);
 void          tfs_loader_names_free(char **names, int n);   /* NULL-safe */
 
+/* Why a configured model's base path could not be listed at its last scan: NOT_FOUND,
+ * PERMISSION_DENIED or UNAVAILABLE "model 'M': cannot read base path P: REASON" (a missing path,
+ * not a folder, a symlink loop, no permission), copied into *st; TFS_OK when the last scan read
+ * it or the model is not configured. Versions already loaded keep serving meanwhile. For
+ * readiness reports: GetModelStatus keeps TF Serving's texts. */
+enum tfs_code tfs_loader_base_path_error(tfs_loader *l, const char *name, tfs_status *st);
+
 /* True when every configured model has at least one AVAILABLE version (readiness). */
 bool tfs_loader_ready(tfs_loader *l);
 

@@ -167,6 +167,7 @@ int main(int argc, char **argv)
         }
         models = config->models;
         n_models = config->n_models;
+        tfs__config_warn_base_paths(config, f.model_config_file);
         if (n_models == 0)
             TFS_LOG_WARN(LOG_MODULE, "%s lists no models: serving none", f.model_config_file);
     }

@@ -315,6 +315,14 @@ START_TEST(tfserve_serves_two_models_from_a_config_file)
 }
 END_TEST
 
+static bool log_has(const char *path, const char *needle)
+{
+    char *text = tfs_test_read_file(path, NULL);
+    bool  found = text && strstr(text, needle);
+    free(text);
+    return found;
+}
+
 /* POST {"instances": [2.0]} to /v1/models/<path>:predict: the version that answered (the test
  * models compute 0.5 x + V), or -HTTP status; the error text goes to err. */
 static int64_t served_by(int port, const char *path, char *err, size_t n)
@@ -389,6 +397,9 @@ START_TEST(tfserve_version_policies_and_labels)
     ck_assert_int_eq(mkdir(base, 0755), 0);
     for (int v = 1; v <= 3; v++)
         tfs_test_write_version(base, v);
+    char notes[4300];
+    snprintf(notes, sizeof notes, "%s/notes", base);   /* not a version: ignored */
+    ck_assert_int_eq(mkdir(notes, 0755), 0);
     bool have_fx = tfs_test_fixture("tf_serving/saved_model_half_plus_two_2_versions", fx,
                                     sizeof fx) != NULL;
     more[0] = 0;
@@ -407,11 +418,15 @@ START_TEST(tfserve_version_policies_and_labels)
              "           version_labels { key: 'canary' value: 3 } }\n"
              "%s}\n", base, base, base, more);
     snprintf(flag, sizeof flag, "--model_config_file=%s", write_config(dir, "models.config", text));
-    const char     *flags[] = {flag, "--file_system_poll_wait_seconds=1", NULL};
+    const char     *flags[] = {flag, "--file_system_poll_wait_seconds=1", "--verbosity=debug",
+                               NULL};
     tfs_test_server s;
     ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
                   s.log_path);
     int p = s.rest_port;
+    /* --verbosity=debug: the debug line about the entry that is not a version */
+    ck_assert_msg(log_has(s.log_path, " D loader: model 'latest2': ignoring 'notes' under "),
+                  "no debug line; see %s", s.log_path);
     ck_assert_str_eq(version_states(p, "latest2"), "3:AVAILABLE 2:AVAILABLE");
     expect_served(p, "latest2", 3, NULL);
     expect_served(p, "latest2/versions/2", 2, NULL);
@@ -443,6 +458,112 @@ START_TEST(tfserve_version_policies_and_labels)
     int status = tfs_test_server_stop(&s);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
     unlink(s.log_path);
+    tfs_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* /readyz's entry for one model: "STATE|ERROR" (static buffer). */
+static const char *ready_entry(int port, const char *name)
+{
+    static char buf[1024];
+    tfs_http_reply r = tfs_http(port, "GET", "/readyz", NULL);
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL), *m;
+    size_t  i;
+    buf[0] = 0;
+    json_array_foreach(json_object_get(j, "models"), i, m) {
+        if (!strcmp(json_string_value(json_object_get(m, "name")), name))
+            snprintf(buf, sizeof buf, "%s|%s", json_string_value(json_object_get(m, "state")),
+                     json_is_string(json_object_get(m, "error"))
+                         ? json_string_value(json_object_get(m, "error")) : "");
+    }
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return buf;
+}
+
+/* Base paths that cannot be read in a config file -- missing, a symlink loop, a regular file:
+ * tfserve starts and serves the good model, warns at each bad model's `config {` (file:line:col),
+ * and /readyz names each bad model with its reason; the missing one is served once its base path
+ * appears (within two polls). A polled config that adds another bad model warns at its line and
+ * changes nothing for the others. Run with --verbosity=warn: warnings only, no info lines. */
+START_TEST(tfserve_unreadable_base_paths)
+{
+    char *dir = tfs_test_mkdtemp(), demo[4200], missing[4200], loop[4200], file[4200];
+    char  text[32768], flag[4300], want[9000], cfg[4200];
+    snprintf(demo, sizeof demo, "%s/models/half_plus_two", TFS_BINARY_DIR);
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    snprintf(loop, sizeof loop, "%s/loop", dir);
+    ck_assert_int_eq(symlink(loop, loop), 0);
+    snprintf(file, sizeof file, "%s/file", dir);
+    ck_assert_int_eq(tfs_test_write_file(file, "not a folder", 12), 0);
+    const char *fmt = "model_config_list {\n"
+                      "  config { name: 'good' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'missing' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'loop' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'file' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "%s}\n";
+    snprintf(text, sizeof text, fmt, demo, missing, loop, file, "");
+    snprintf(cfg, sizeof cfg, "%s", write_config(dir, "models.config", text));
+    snprintf(flag, sizeof flag, "--model_config_file=%s", cfg);
+    const char *flags[] = {flag, "--file_system_poll_wait_seconds=1",
+                           "--model_config_file_poll_wait_seconds=1", "--verbosity=warn", NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    expect_predict(s.rest_port, "good", "{\"instances\": [1.0]}", "{\"predictions\": [2.5]}");
+    snprintf(want, sizeof want, "%s:3:10: model 'missing': base path %s cannot be read: No such "
+             "file or directory", cfg, missing);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    snprintf(want, sizeof want, "%s:4:10: model 'loop': base path %s cannot be read: Too many "
+             "levels of symbolic links", cfg, loop);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    snprintf(want, sizeof want, "%s:5:10: model 'file': base path %s cannot be read: Not a "
+             "directory", cfg, file);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    ck_assert_msg(!log_has(s.log_path, " I "), "--verbosity=warn logged info lines; see %s",
+                  s.log_path);
+
+    tfs_http_reply r = tfs_http(s.rest_port, "GET", "/readyz", NULL);
+    ck_assert_int_eq(r.status, 503);
+    tfs_http_reply_free(&r);
+    ck_assert_str_eq(ready_entry(s.rest_port, "good"), "AVAILABLE|");
+    snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'missing': cannot read base path %s: "
+             "No such file or directory", missing);
+    ck_assert_str_eq(ready_entry(s.rest_port, "missing"), want);
+    snprintf(want, sizeof want, "NO_VERSION|UNAVAILABLE: model 'loop': cannot read base path %s: "
+             "Too many levels of symbolic links", loop);
+    ck_assert_str_eq(ready_entry(s.rest_port, "loop"), want);
+    snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'file': cannot read base path %s: Not "
+             "a directory", file);
+    ck_assert_str_eq(ready_entry(s.rest_port, "file"), want);
+
+    /* the missing base path appears: served within two polls */
+    ck_assert_int_eq(mkdir(missing, 0755), 0);
+    tfs_test_write_version(missing, 5);
+    for (int i = 0; i < 100 && strcmp(ready_entry(s.rest_port, "missing"), "AVAILABLE|"); i++)
+        usleep(50000);
+    ck_assert_str_eq(ready_entry(s.rest_port, "missing"), "AVAILABLE|");
+    expect_predict(s.rest_port, "missing", "{\"instances\": [2.0]}", "{\"predictions\": [6.0]}");
+
+    /* a polled config adds one more unreadable base path: warned at its line */
+    char later[4300], extra[4600];
+    snprintf(later, sizeof later, "%s/later", dir);
+    snprintf(extra, sizeof extra, "  config { name: 'later' base_path: '%s' model_platform: "
+             "'tensorflow' }\n", later);
+    snprintf(text, sizeof text, fmt, demo, missing, loop, file, extra);
+    write_config(dir, "models.config", text);
+    snprintf(want, sizeof want, "%s:6:10: model 'later': base path %s cannot be read: No such "
+             "file or directory", cfg, later);
+    for (int i = 0; i < 100 && !log_has(s.log_path, want); i++)
+        usleep(50000);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    expect_predict(s.rest_port, "good", "{\"instances\": [1.0]}", "{\"predictions\": [2.5]}");
+    expect_predict(s.rest_port, "missing", "{\"instances\": [2.0]}", "{\"predictions\": [6.0]}");
+    int status = tfs_test_server_stop(&s);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    unlink(s.log_path);
+    unlink(loop);
     tfs_test_rmtree(dir);
     free(dir);
 }
@@ -507,6 +628,7 @@ Suite *suite_server_config_file(void)
     tcase_set_timeout(sys, 120);
     tcase_add_test(sys, tfserve_serves_two_models_from_a_config_file);
     tcase_add_test(sys, tfserve_version_policies_and_labels);
+    tcase_add_test(sys, tfserve_unreadable_base_paths);
     tcase_add_test(sys, tfserve_refuses_a_broken_config_file);
     suite_add_tcase(s, sys);
     return s;
