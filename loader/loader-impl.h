@@ -143,6 +143,13 @@ struct tfs_servable {
     tfs_servable   *rnext;       /* l->reap list (under l->mu) */
 };
 
+/* TensorFlow's SavedModel load counters for one version folder (tfs_loader_load_records). */
+typedef struct tfs__load_record {
+    char   *path;
+    int64_t ok, failed, ok_us;
+} tfs__load_record;
+#define TFS_LOADER_MAX_LOAD_RECORDS 1024   /* folders past it are not counted */
+
 struct tfs_loader {
     pthread_mutex_t mu;
     pthread_mutex_t scan_mu;
@@ -169,6 +176,8 @@ struct tfs_loader {
     int64_t         mem_reserved;  /* estimates of loads in progress */
     int64_t         loads_ok, loads_failed, unloads;
     double          load_seconds_total;
+    tfs__load_record *load_records;   /* one per version folder a SavedModel load ran on */
+    int             n_load_records, cap_load_records;
 
     /* batching (batch.c): NULL batcher when off */
     tfs_batcher    *batcher;

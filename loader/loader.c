@@ -167,6 +167,9 @@ void tfs_loader_free(tfs_loader *l)
     tfs_free(l->config);
     tfs_free(l->tasks);
     tfs_free(l->releases);
+    for (int i = 0; i < l->n_load_records; i++)
+        tfs_free(l->load_records[i].path);
+    tfs_free(l->load_records);
     tfs_free(l->workers);
     tfs_free(l->tags);
     pthread_cond_destroy(&l->work_cv);

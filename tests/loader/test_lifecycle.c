@@ -215,6 +215,28 @@ START_TEST(test_removed_version_held_handle)
 }
 END_TEST
 
+/* "1:1/0 2:0/1" for the loader's SavedModel load records (folder name: successes/failures), in
+ * the order the folders were first tried; each success must have taken some microseconds. Static
+ * buffer. */
+static char records[512];
+
+static void record_row(void *ctx, const char *path, int64_t ok, int64_t failed, int64_t us)
+{
+    const char *base = ctx, *name = path + strlen(base) + 1;
+    size_t      used = strlen(records);
+    ck_assert(strncmp(path, base, strlen(base)) == 0);
+    ck_assert(ok == 0 ? us == 0 : us > 0);
+    snprintf(records + used, sizeof records - used, "%s%s:%lld/%lld", used ? " " : "", name,
+             (long long)ok, (long long)failed);
+}
+
+static const char *load_records(tfs_loader *l, const char *base)
+{
+    records[0] = 0;
+    tfs_loader_load_records(l, record_row, (void *)base);
+    return records;
+}
+
 /* A corrupt new version ends with its error; the old version keeps serving and is still "latest";
  * the failure is not retried on every poll, only when the folder changes. */
 START_TEST(test_corrupt_new_version)
@@ -241,6 +263,7 @@ START_TEST(test_corrupt_new_version)
         tfs_loader_poll_now(l);
     tfs_loader_get_stats(l, &stats);
     ck_assert_int_eq(stats.loads_failed, 1);   /* same files: not retried */
+    ck_assert_str_eq(load_records(l, base), "1:1/0 2:0/1");
 
     /* fixed in place: loads after the folder settles, and replaces version 1 */
     tfs_test_rmtree(dir);
@@ -249,6 +272,7 @@ START_TEST(test_corrupt_new_version)
     tfs_loader_poll_now(l);
     ck_assert_str_eq(tl_states(l, "m"), "2:AVAILABLE 1:END");
     ck_assert_int_eq(tl_latest(l, "m"), 2);
+    ck_assert_str_eq(load_records(l, base), "1:1/0 2:1/1");
     done(l, base);
 }
 END_TEST

@@ -120,6 +120,7 @@ def main():
             ('sum(tfserve_request_duration_seconds_bucket{model="half_plus_two",'
              'method="predict",le="+Inf"})', N_REST_OK + N_REST_BAD + N_GRPC_OK),
             ('tfserve_models_loaded', 1),
+            ('{__name__=":tensorflow:cc:saved_model:load_attempt_count",status="success"}', 1),
             # The histograms' shape: the +Inf bucket holds every observation, the sum is positive
             # and below N requests x 10 s, and PromQL's histogram_quantile finds a median inside
             # the bucket range (it needs cumulative, ordered "le" buckets to do so).

@@ -509,6 +509,16 @@ START_TEST(test_metrics_e2e)
                    "signature=\"\",protocol=\"rest\",method=\"status\",code=\"OK\"} 1");
     expect_line(t, "tfserve_models_loaded 1");
     expect_line(t, "tfserve_requests_in_flight 0");
+    /* TensorFlow's SavedModel load counters, per version folder */
+    char want[4400];
+    snprintf(want, sizeof want, ":tensorflow:cc:saved_model:load_attempt_count{model_path=\""
+             "%s/models/half_plus_two/1\",status=\"success\"} 1", TFS_BINARY_DIR);
+    expect_line(t, want);
+    ck_assert_msg(!strstr(t, "status=\"fail\""), "a failed load counted:\n%s", t);
+    snprintf(want, sizeof want, "\n:tensorflow:cc:saved_model:load_latency{model_path=\""
+             "%s/models/half_plus_two/1\"} ", TFS_BINARY_DIR);
+    const char *lat = strstr(t, want);
+    ck_assert_msg(lat && strtod(lat + strlen(want), NULL) > 0, "no load latency line:\n%s", t);
     tfs_http_reply_free(&r);
 
     /* GET only, exact path: the rest is any other non-API path's 404 */
