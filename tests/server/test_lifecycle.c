@@ -1,9 +1,10 @@
 /* System tests of the model lifecycle through the real tfserve binary: the lifecycle flags, a new
  * version copied in (written under a temporary name, then renamed, as users deploy) answering REST
- * predictions within two polls, a removed version reported as TF Serving reports it, and versions
- * added and removed 20 times while three clients predict nonstop without a single failure (and
- * /readyz never leaves 200). Version V of
- * the test model computes 0.5 x + V, so each answer names the version that served it. */
+ * predictions within two polls, a removed version reported as TF Serving reports it,
+ * --max_model_memory_bytes refusing a version with a clear status, and versions added and removed
+ * 20 times while three clients predict nonstop without a single failure (and /readyz never leaves
+ * 200). Version V of the test model computes 0.5 x + V, so each answer names the version that
+ * served it. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server.h"
 #include "tests/support/tfs-models.h"
@@ -152,6 +154,41 @@ START_TEST(test_lifecycle_new_and_removed_version)
 }
 END_TEST
 
+/* --max_model_memory_bytes on the real server: a version that does not fit is END with
+ * RESOURCE_EXHAUSTED naming the limit (GET /v1/models/m), /readyz is 503, the server runs on and
+ * exits 0; with room enough the same version serves. */
+START_TEST(test_lifecycle_memory_limit)
+{
+    char *base = tfs_test_mkdtemp(), bflag[4200];
+    tfs_test_write_version(base, 1);
+    snprintf(bflag, sizeof bflag, "--model_base_path=%s", base);
+    const char *flags[] = {"--model_name=m", bflag, "--max_model_memory_bytes=64", NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    tfs_http_reply r = tfs_http(s.rest_port, "GET", "/v1/models/m", NULL);
+    ck_assert_msg(r.status == 200 && strstr(r.body, "\"state\": \"END\"") &&
+                  strstr(r.body, "\"error_code\": \"RESOURCE_EXHAUSTED\"") &&
+                  strstr(r.body, "of the 64 byte limit (--max_model_memory_bytes)"), "%d %s",
+                  r.status, r.body);
+    tfs_http_reply_free(&r);
+    r = tfs_http(s.rest_port, "GET", "/readyz", NULL);
+    ck_assert_int_eq(r.status, 503);
+    tfs_http_reply_free(&r);
+    stop_server(&s);
+    unlink(s.log_path);
+    const char *roomy[] = {"--model_name=m", bflag, "--max_model_memory_bytes=1000000", NULL};
+    ck_assert_msg(tfs_test_server_start(&s, roomy) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    int status;
+    ck_assert_int_eq(predict_version(s.rest_port, &status), 1);
+    stop_server(&s);
+    unlink(s.log_path);
+    tfs_test_rmtree(base);
+    free(base);
+}
+END_TEST
+
 typedef struct client {
     int          port;
     atomic_bool *stop;
@@ -254,6 +291,7 @@ Suite *suite_server_lifecycle(void)
     tcase_set_tags(tc, "system");
     tcase_add_test(tc, test_lifecycle_flags);
     tcase_add_test(tc, test_lifecycle_new_and_removed_version);
+    tcase_add_test(tc, test_lifecycle_memory_limit);
     tcase_add_test(tc, test_lifecycle_churn_under_requests);
     suite_add_tcase(s, tc);
     return s;

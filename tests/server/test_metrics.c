@@ -509,6 +509,9 @@ START_TEST(test_metrics_e2e)
                    "signature=\"\",protocol=\"rest\",method=\"status\",code=\"OK\"} 1");
     expect_line(t, "tfserve_models_loaded 1");
     expect_line(t, "tfserve_requests_in_flight 0");
+    const char *mem = strstr(t, "\ntfserve_model_memory_bytes{model=\"half_plus_two\","
+                                "version=\"1\"} ");
+    ck_assert_msg(mem && strtod(strchr(mem, '}') + 2, NULL) > 0, "no model memory line:\n%s", t);
     /* TensorFlow's SavedModel load counters, per version folder */
     char want[4400];
     snprintf(want, sizeof want, ":tensorflow:cc:saved_model:load_attempt_count{model_path=\""
