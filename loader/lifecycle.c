@@ -377,6 +377,49 @@ static enum tfs_code memory_refused(tfs_loader *l, const version_entry *v, int64
                    (long long)l->opts.max_model_memory_bytes);
 }
 
+/* Counts one SavedModel load attempt of dir (TensorFlow's load_attempt_count and load_latency).
+ * Under mu. Out of memory or past the cap: not counted. */
+static void record_load(tfs_loader *l, const char *dir, bool ok, int64_t us)
+{
+    tfs__load_record *r = NULL;
+    for (int i = 0; i < l->n_load_records && !r; i++)
+        if (!strcmp(l->load_records[i].path, dir))
+            r = &l->load_records[i];
+    if (!r) {
+        if (l->n_load_records >= TFS_LOADER_MAX_LOAD_RECORDS)
+            return;
+        if (l->n_load_records == l->cap_load_records) {
+            int cap = l->cap_load_records ? 2 * l->cap_load_records : 8;
+            tfs__load_record *nr = tfs_realloc(l->load_records, (size_t)cap * sizeof *nr);
+            if (!nr)
+                return;
+            l->load_records = nr;
+            l->cap_load_records = cap;
+        }
+        char *path = tfs_strdup(dir);
+        if (!path)
+            return;
+        r = &l->load_records[l->n_load_records++];
+        *r = (tfs__load_record){.path = path};
+    }
+    if (ok) {
+        r->ok++;
+        r->ok_us += us;
+    } else {
+        r->failed++;
+    }
+}
+
+void tfs_loader_load_records(tfs_loader *l, tfs_load_record_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->n_load_records; i++) {
+        const tfs__load_record *r = &l->load_records[i];
+        fn(ctx, r->path, r->ok, r->failed, r->ok_us);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* Loads one START version. Called and returns with mu held; drops it while loading. */
 static void load_one(tfs_loader *l, version_entry *v)
 {
@@ -402,7 +445,10 @@ static void load_one(tfs_loader *l, version_entry *v)
         tfs_savedmodel_opts so = tfs_savedmodel_opts_default();
         so.tags = l->tags;
         so.disable_graph_rewrites = l->opts.disable_graph_rewrites;
+        double t_load = now_s();
         rc = tfs_savedmodel_load(dir, &so, &model, &st);
+        int64_t load_us = (int64_t)((now_s() - t_load) * 1e6);
+        bool    load_ok = rc == TFS_OK;
         if (rc == TFS_OK && l->opts.warmup) {
             rc = l->opts.warmup(l->opts.warmup_ctx, name, v->version, dir, model, &st);
             if (rc != TFS_OK && st.code == TFS_OK)
@@ -412,6 +458,7 @@ static void load_one(tfs_loader *l, version_entry *v)
         if (rc == TFS_OK)
             bytes = tfs_savedmodel_memory_bytes(model);
         pthread_mutex_lock(&l->mu);
+        record_load(l, dir, load_ok, load_us);
         l->mem_reserved -= estimate;
         if (rc == TFS_OK && limit > 0 && l->mem_in_use + l->mem_reserved + bytes > limit)
             rc = memory_refused(l, v, bytes, &st);
@@ -531,9 +578,15 @@ static void scan_one(tfs_loader *l, model_entry *m)
         m->scan_error = st;
     } else {
         tfs_status_clear(&m->scan_error);
-        if (n == 0 && !m->warned_empty)
-            TFS_LOG_WARN(LOG_MODULE, "No versions of servable %s found under base path %s",
-                         m->name, m->base_path);
+        if (n == 0 && !m->warned_empty) {
+            char skipped[256], note[320] = "";
+            tfs__scan_describe_skipped(m->base_path, skipped, sizeof skipped);
+            if (skipped[0])
+                snprintf(note, sizeof note, " (version folders are named by integers; ignored: "
+                         "%s)", skipped);
+            TFS_LOG_WARN(LOG_MODULE, "No versions of servable %s found under base path %s%s",
+                         m->name, m->base_path, note);
+        }
         m->warned_empty = n == 0;
         tfs__model_apply_listing(m, d, n);
         warn_missing(m);

@@ -48,6 +48,9 @@ void tfs__name_set_clear(tfs__name_set *s);
 enum tfs_code tfs__scan_base(const char *base, const char *model, tfs__name_set *logged,
                              tfs__version_dir **out, int *n, tfs_status *st);
 void tfs__version_dirs_free(tfs__version_dir *d, int n);
+/* For the "no versions found" warning: up to three entry names of base, quoted ("'v1', 'x.pb'
+ * and 2 more"), or "" when it cannot be read or is empty. */
+void tfs__scan_describe_skipped(const char *base, char *out, size_t n);
 /* "123" / "00000123" -> 123; false for anything else (signs, spaces, past INT64_MAX). */
 bool tfs__parse_version(const char *name, int64_t *out);
 
@@ -140,6 +143,13 @@ struct tfs_servable {
     tfs_servable   *rnext;       /* l->reap list (under l->mu) */
 };
 
+/* TensorFlow's SavedModel load counters for one version folder (tfs_loader_load_records). */
+typedef struct tfs__load_record {
+    char   *path;
+    int64_t ok, failed, ok_us;
+} tfs__load_record;
+#define TFS_LOADER_MAX_LOAD_RECORDS 1024   /* folders past it are not counted */
+
 struct tfs_loader {
     pthread_mutex_t mu;
     pthread_mutex_t scan_mu;
@@ -166,6 +176,8 @@ struct tfs_loader {
     int64_t         mem_reserved;  /* estimates of loads in progress */
     int64_t         loads_ok, loads_failed, unloads;
     double          load_seconds_total;
+    tfs__load_record *load_records;   /* one per version folder a SavedModel load ran on */
+    int             n_load_records, cap_load_records;
 
     /* batching (batch.c): NULL batcher when off */
     tfs_batcher    *batcher;

@@ -167,6 +167,9 @@ void tfs_loader_free(tfs_loader *l)
     tfs_free(l->config);
     tfs_free(l->tasks);
     tfs_free(l->releases);
+    for (int i = 0; i < l->n_load_records; i++)
+        tfs_free(l->load_records[i].path);
+    tfs_free(l->load_records);
     tfs_free(l->workers);
     tfs_free(l->tags);
     pthread_cond_destroy(&l->work_cv);
@@ -271,6 +274,19 @@ bool tfs_loader_ready(tfs_loader *l)
         ready = latest_available(l->config[i]) != NULL;
     pthread_mutex_unlock(&l->mu);
     return ready;
+}
+
+enum tfs_code tfs_loader_base_path_error(tfs_loader *l, const char *name, tfs_status *st)
+{
+    tfs_status e = {0};
+    pthread_mutex_lock(&l->mu);
+    const model_entry *m = name ? tfs__model_find(l, name) : NULL;
+    if (m && m->configured)
+        e = m->scan_error;
+    pthread_mutex_unlock(&l->mu);
+    if (st)
+        *st = e;
+    return e.code;
 }
 
 void tfs_loader_get_stats(tfs_loader *l, tfs_loader_stats *out)

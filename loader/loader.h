@@ -205,6 +205,13 @@ enum tfs_code tfs_loader_model_status(tfs_loader *l, const char *name, int64_t v
 enum tfs_code tfs_loader_model_names(tfs_loader *l, char ***names, int *n, tfs_status *st);
 void          tfs_loader_names_free(char **names, int n);   /* NULL-safe */
 
+/* Why a configured model's base path could not be listed at its last scan: NOT_FOUND,
+ * PERMISSION_DENIED or UNAVAILABLE "model 'M': cannot read base path P: REASON" (a missing path,
+ * not a folder, a symlink loop, no permission), copied into *st; TFS_OK when the last scan read
+ * it or the model is not configured. Versions already loaded keep serving meanwhile. For
+ * readiness reports: GetModelStatus keeps TF Serving's texts. */
+enum tfs_code tfs_loader_base_path_error(tfs_loader *l, const char *name, tfs_status *st);
+
 /* True when every configured model has at least one AVAILABLE version (readiness). */
 bool tfs_loader_ready(tfs_loader *l);
 
@@ -219,6 +226,17 @@ typedef struct tfs_loader_stats {
     int     versions_available;
 } tfs_loader_stats;
 void tfs_loader_get_stats(tfs_loader *l, tfs_loader_stats *out);
+
+/* TensorFlow's SavedModel load counters (what TensorFlow exports as
+ * /tensorflow/cc/saved_model/load_attempt_count{model_path, status="success"|"fail"} and
+ * load_latency{model_path}, microseconds of successful loads): one call of fn per version folder
+ * a SavedModel load ran on since start (at most 1024 folders), with its successful and failed
+ * attempts and the microseconds the successful ones took (the SavedModel load only: no warmup).
+ * A load refused by the memory limit before it started is not an attempt. fn runs under the
+ * loader's lock: it must be short and must not call the loader. */
+typedef void (*tfs_load_record_fn)(void *ctx, const char *path, int64_t ok, int64_t failed,
+                                   int64_t ok_microseconds);
+void tfs_loader_load_records(tfs_loader *l, tfs_load_record_fn fn, void *ctx);
 
 /* A counted handle on an AVAILABLE version: version >= 0 for a specific one, -1 for the latest
  * AVAILABLE; label non-NULL selects by version label. NOT_FOUND with TF Serving's texts

@@ -2,7 +2,9 @@
  * SavedModel, and a fingerprint of each folder's file tree (names, sizes, mtimes) so the poller can
  * tell a folder that is still being written (its fingerprint moves between polls) from a complete
  * one. The walk is bounded in depth and entry count, so symlink loops and huge trees cannot hang a
- * poll; unreadable folders change the fingerprint instead of failing the scan.
+ * poll; unreadable folders change the fingerprint instead of failing the scan. Entries that are not
+ * version folders are skipped: at debug level when the name is not a number (TF Serving ignores
+ * them silently), with a warning when it is one (a file, a dangling link, a symlink loop).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -178,9 +180,17 @@ enum tfs_code tfs__scan_base(const char *base, const char *model, tfs__name_set 
         }
         char path[4096];
         struct stat sb;
-        if (snprintf(path, sizeof path, "%s/%s", base, e->d_name) >= (int)sizeof path ||
-            stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        if (snprintf(path, sizeof path, "%s/%s", base, e->d_name) >= (int)sizeof path)
             continue;
+        int err = stat(path, &sb) != 0 ? errno : 0;
+        if (err || !S_ISDIR(sb.st_mode)) {
+            /* Named like a version, so probably meant as one: say why it is not (a symlink
+             * loop or a dangling link fails stat; a file is not a folder), once per name. */
+            if (logged && name_set_add(logged, e->d_name))
+                TFS_LOG_WARN(LOG_MODULE, "model '%s': ignoring '%s' under %s: %s", model,
+                             e->d_name, base, err ? strerror(err) : "not a folder");
+            continue;
+        }
         if (count == cap) {
             int ncap = cap ? 2 * cap : 8;
             tfs__version_dir *nv = tfs_realloc(v, (size_t)ncap * sizeof *nv);
@@ -209,7 +219,7 @@ enum tfs_code tfs__scan_base(const char *base, const char *model, tfs__name_set 
     for (int i = 0; i < count; i++) {
         if (kept && v[kept - 1].version == v[i].version) {
             if (logged && name_set_add(logged, v[i].name))
-                    TFS_LOG_WARN(LOG_MODULE, "model '%s': folders '%s' and '%s' are both version "
+                TFS_LOG_WARN(LOG_MODULE, "model '%s': folders '%s' and '%s' are both version "
                              "%lld; using '%s'", model, v[kept - 1].name, v[i].name,
                              (long long)v[i].version, v[kept - 1].name);
             tfs_free(v[i].name);
@@ -226,4 +236,31 @@ oom:
         closedir(d);
     tfs__version_dirs_free(v, count);
     return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory scanning %s", base);
+}
+
+void tfs__scan_describe_skipped(const char *base, char *out, size_t n)
+{
+    out[0] = 0;
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    size_t used = 0;
+    int shown = 0, more = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        int w = shown < 3 ? snprintf(out + used, n - used, "%s'%s'", shown ? ", " : "", e->d_name)
+                          : -1;
+        if (w >= 0 && (size_t)w < n - used) {
+            used += (size_t)w;
+            shown++;
+        } else {
+            out[used] = 0;
+            more++;
+        }
+    }
+    closedir(d);
+    if (more)
+        snprintf(out + used, n - used, " and %d more", more);
 }

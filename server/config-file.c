@@ -6,13 +6,18 @@
  * itself (names, absolute paths, duplicates, labels) is left to it, so both paths get the same
  * texts.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "proto/textformat.h"
 #include "runtime/alloc.h"
+#include "runtime/log.h"
 #include "server/config-impl.h"
+
+#define LOG_MODULE "config"
 
 typedef Tensorflow__Serving__FileSystemStoragePathSourceConfig__ServableVersionPolicy policy_pb;
 
@@ -97,6 +102,7 @@ void tfs__config_free(tfs__model_list *list)
         protobuf_c_message_free_unpacked((ProtobufCMessage *)&list->cfg->base, NULL);
     tfs_free(list->models);
     tfs_free(list->labels);
+    tfs_free(list->where);
     tfs_free(list);
 }
 
@@ -206,10 +212,40 @@ enum tfs_code tfs__config_read_file(const char *path, tfs__model_list **out, tfs
     }
     (*out)->owns_cfg = true;
     code = validate_located(*out, path, &locs, st);
+    if (code == TFS_OK && (*out)->n_models > 0) {
+        const Tensorflow__Serving__ModelConfigList *ml = (*out)->cfg->model_config_list;
+        if (!((*out)->where = tfs_calloc((size_t)(*out)->n_models, sizeof *(*out)->where)))
+            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", path);
+        for (int i = 0; code == TFS_OK && i < (*out)->n_models; i++)
+            tfs_textformat_locate(&locs, ml->config[i], &(*out)->where[i].line,
+                                  &(*out)->where[i].col);
+    }
     tfs_textformat_locs_free(&locs);
     if (code != TFS_OK) {
         tfs__config_free(*out);
         *out = NULL;
     }
     return code;
+}
+
+int tfs__config_warn_base_paths(const tfs__model_list *list, const char *source)
+{
+    int warned = 0;
+    for (int i = 0; list && i < list->n_models; i++) {
+        const tfs_model_config *m = &list->models[i];
+        DIR                    *d = opendir(m->base_path);
+        if (d) {
+            closedir(d);
+            continue;
+        }
+        int  err = errno;
+        char where[48] = "";
+        if (list->where && list->where[i].line > 0)
+            snprintf(where, sizeof where, ":%d:%d", list->where[i].line, list->where[i].col);
+        TFS_LOG_WARN(LOG_MODULE, "%s%s: model '%s': base path %s cannot be read: %s; it serves "
+                     "nothing until a version folder can be read there (the other models are "
+                     "not affected)", source, where, m->name, m->base_path, strerror(err));
+        warned++;
+    }
+    return warned;
 }

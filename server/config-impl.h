@@ -13,6 +13,11 @@
 #include "loader/loader.h"
 #include "tensorflow_serving/config/model_server_config.pb-c.h"
 
+/* Where a model's `config {` block starts in its file (1-based; 0 when unknown). */
+typedef struct tfs__config_where {
+    int line, col;
+} tfs__config_where;
+
 /* A converted model list. models[i]'s strings and arrays point into the message it came from
  * (and into the labels block), so the list must not outlive that message; a list read from a file
  * owns its message. */
@@ -21,6 +26,7 @@ typedef struct tfs__model_list {
     int                n_models;
     bool               config_unset;   /* ModelServerConfig with neither member set */
     tfs_version_label *labels;         /* every model's labels, one block */
+    tfs__config_where *where;          /* per model, for lists read from a file; else NULL */
     /* What it was converted from. Owned (freed with protobuf-c's default allocator) by lists from
      * tfs__config_read_file, borrowed otherwise. */
     const Tensorflow__Serving__ModelServerConfig *cfg;
@@ -45,6 +51,13 @@ enum tfs_code tfs__config_convert(const Tensorflow__Serving__ModelServerConfig *
 enum tfs_code tfs__config_read_file(const char *path, tfs__model_list **out, tfs_status *st);
 
 void tfs__config_free(tfs__model_list *list);   /* NULL-safe */
+
+/* Logs a warning for each model whose base path cannot be listed now (missing, not a folder, a
+ * symlink loop, no permission): "<source>:<line>:<col>: model 'M': base path P cannot be read:
+ * REASON; ..." (at the model's `config {` when list->where is known). Such a model is still
+ * configured (TF Serving waits for its base path to appear); the others serve as usual.
+ * Returns how many were warned about. */
+int tfs__config_warn_base_paths(const tfs__model_list *list, const char *source);
 
 /* ---- polling (config-poll.c) -------------------------------------------------------------- */
 

@@ -68,6 +68,7 @@ static void poll_once(tfs__config_poll *p)
     p->last_len = len;
     bytes = NULL;
     TFS_LOG_INFO(LOG_MODULE, "%s changed: applying %d model(s)", p->path, list->n_models);
+    tfs__config_warn_base_paths(list, p->path);
     if (tfs_loader_reload(p->loader, list->models, list->n_models, &st) != TFS_OK) {
         tfs_status_prefix(&st, "%s", p->path);
         log_error_once(p, "Reloading the model config failed", &st);

@@ -268,8 +268,10 @@ static void send_answer(call *c, enum tfs_code code, const tfs_status *st, uint8
                         size_t out_len, const tfs_run_times *t)
 {
     c->rec.code = code;
-    if (t)
+    if (t) {
         c->rec.runtime_seconds = (double)t->compute_us * 1e-6;
+        c->rec.ran = code == TFS_OK || t->compute_us > 0;
+    }
     tfs__request_done(&c->rec);
     if (t) {
         static const char *const keys[2] = {"tfserve-queue-micros", "tfserve-compute-micros"};

@@ -68,11 +68,20 @@ static bool write_model(tfs__jw *w, tfs_loader *l, const char *name)
     tfs__jw_key(w, "name");
     tfs__jw_cstring(w, name);
     if (tfs_loader_model_status(l, name, -1, &vs, &n, &st) != TFS_OK || n == 0) {
-        /* No version folder was found (or could be read): the loader's message says so. */
+        /* No version folder was found, or the base path cannot be read: say which. */
+        tfs_status why;
         tfs__jw_key(w, "state");
         tfs__jw_cstring(w, "NO_VERSION");
         tfs__jw_key(w, "error");
-        tfs__jw_cstring(w, n == 0 && st.code == TFS_OK ? "no versions" : st.msg);
+        if (tfs_loader_base_path_error(l, name, &why) != TFS_OK) {
+            tfs__buf msg;
+            tfs__buf_init(&msg);
+            tfs__buf_printf(&msg, "%s: %s", tfs_code_name(why.code), why.msg);
+            tfs__jw_cstring(w, msg.data ? msg.data : "");
+            tfs__buf_deinit(&msg);
+        } else {
+            tfs__jw_cstring(w, n == 0 && st.code == TFS_OK ? "no versions" : st.msg);
+        }
     } else {
         int best = 0;
         for (int i = 0; i < n; i++) {

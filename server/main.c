@@ -1,15 +1,23 @@
 /* tfserve: a drop-in for tensorflow_model_server. Parses its flags, loads the model, serves the
- * gRPC API (--port) and the REST API and waits for SIGINT or SIGTERM, then shuts down in order (front end first, so no
- * request holds a servable, then the loader).
+ * gRPC API (--port) and the REST API and waits for SIGINT or SIGTERM, then shuts down in order
+ * (front end first, so no request holds a servable, then the loader).
  *
- * Signals are blocked in every thread (the mask is set before any thread starts, and threads
- * inherit it) and taken synchronously with sigwait in the main thread, so no handler runs in the
- * middle of a request. The first SIGTERM/SIGINT starts a graceful drain (drain.c: not ready,
+ * Signals are blocked in every thread we start (the mask is set before any of them starts, and
+ * threads inherit it) and taken synchronously with sigwait in the main thread, so no handler runs
+ * in the middle of a request. Threads a library started before main() (OpenBLAS starts its pool
+ * from a constructor) do not block them, and the kernel hands a process-directed signal to such a
+ * thread whenever the main thread is not inside sigwait (while models load at startup, between
+ * the drain's waits); its default action would kill the process without a drain. So SIGTERM and
+ * SIGINT also get a handler, which only ever runs on such a thread and forwards the signal to the
+ * main thread, where it stays pending until sigwait takes it. The first SIGTERM/SIGINT starts a
+ * graceful drain (drain.c: not ready,
  * optional delay, listeners closed, requests in flight finish). Exit codes: 0 after a clean
  * shutdown or --version/--help; 1 when the server cannot start ("Failed to start server. Error:
  * ...") or when the drain timed out; 128 + signal (143, 130) on a second signal during the drain;
  * 255 (tensorflow_model_server's -1) for bad flags, with the usage text.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +43,18 @@ static int usage_error(const char *argv0, const char *msg)
     fprintf(stderr, "%s\n", msg);
     tfs_server_flags_usage(stdout, argv0);
     return 255;
+}
+
+static pthread_t main_thread;
+
+/* Runs on a thread that does not block SIGTERM/SIGINT (see above); pthread_kill is
+ * async-signal-safe. */
+static void forward_to_main(int sig)
+{
+    int saved = errno;
+    if (!pthread_equal(pthread_self(), main_thread))
+        pthread_kill(main_thread, sig);
+    errno = saved;
 }
 
 static bool port_ok(int64_t p)
@@ -140,7 +160,12 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    main_thread = pthread_self();
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    struct sigaction forward = {.sa_handler = forward_to_main, .sa_flags = SA_RESTART};
+    sigemptyset(&forward.sa_mask);
+    sigaction(SIGINT, &forward, NULL);
+    sigaction(SIGTERM, &forward, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     /* --model_config_file replaces the single-model flags, as in TF Serving. */
@@ -158,6 +183,7 @@ int main(int argc, char **argv)
         }
         models = config->models;
         n_models = config->n_models;
+        tfs__config_warn_base_paths(config, f.model_config_file);
         if (n_models == 0)
             TFS_LOG_WARN(LOG_MODULE, "%s lists no models: serving none", f.model_config_file);
     }

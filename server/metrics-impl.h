@@ -56,6 +56,8 @@ typedef struct tfs__request_record {
     int              http_status;                 /* 0 for gRPC */
     double           total_seconds;
     double           runtime_seconds;             /* in model runs; 0 when none ran */
+    bool             ran;                         /* a model run was reached: runtime_seconds
+                                                   * counts even when it rounds to 0 */
     int64_t          start_ns;                    /* private: 0 when recording is off */
 } tfs__request_record;
 
@@ -68,7 +70,7 @@ void tfs__request_note(const char *model, int64_t version, const char *signature
 void tfs__request_note_runtime(double seconds);
 /* Detaches the calling thread's current record (r) without recording it: for a request answered
  * later, maybe on another thread (the record is then copied to where the answer is made; notes
- * after this go nowhere, so set runtime_seconds on the record itself). */
+ * after this go nowhere, so set runtime_seconds and ran on the record itself). */
 void tfs__request_detach(tfs__request_record *r);
 /* The caller sets code and http_status. Computes total_seconds, detaches the record from the
  * thread, and records it (tfs__metrics_record, tfs__access_log_write). */

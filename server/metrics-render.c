@@ -23,9 +23,11 @@
  * tfserve_process_start_time_seconds. Batching's figures will come from a collector of its own
  * (tfs__metrics_add_collector), written after the loader's.
  *
- * Not exported: TensorFlow's :tensorflow:cc:saved_model:load_attempt_count{model_path,status} and
- * load_latency, which need the version folder's path per load attempt, which the loader does not
- * report; the loader totals above carry the same information without the path.
+ * and TensorFlow's SavedModel load counters, per version folder (tfs_loader_load_records):
+ *   :tensorflow:cc:saved_model:load_attempt_count{model_path,status}   counter; status "success"
+ *       or "fail", as TensorFlow's loader counts them
+ *   :tensorflow:cc:saved_model:load_latency{model_path}   counter, microseconds of the successful
+ *       loads (the SavedModel load itself, not the warmup)
  */
 #include <math.h>
 #include <pthread.h>
@@ -313,6 +315,43 @@ static void write_family(tfs__buf *b, const family *f, const tfs__metrics_snapsh
 
 /* ---- loader and process --------------------------------------------------------------------- */
 
+typedef struct load_pass {
+    tfs__buf *b;
+    bool      latency;   /* load_latency; else load_attempt_count */
+} load_pass;
+
+static void load_record_row(void *ctx, const char *path, int64_t ok, int64_t failed, int64_t us)
+{
+    const load_pass *p = ctx;
+    if (p->latency) {
+        tfs__prom_label lab = {"model_path", path};
+        if (ok > 0)
+            tfs__prom_sample(p->b, ":tensorflow:cc:saved_model:load_latency", &lab, 1,
+                             (double)us);
+        return;
+    }
+    tfs__prom_label lab[2] = {{"model_path", path}, {"status", "success"}};
+    if (ok > 0)
+        tfs__prom_sample(p->b, ":tensorflow:cc:saved_model:load_attempt_count", lab, 2,
+                         (double)ok);
+    lab[1].value = "fail";
+    if (failed > 0)
+        tfs__prom_sample(p->b, ":tensorflow:cc:saved_model:load_attempt_count", lab, 2,
+                         (double)failed);
+}
+
+static void load_records(tfs__buf *b, tfs_loader *l)
+{
+    load_pass p = {b, false};
+    tfs__prom_header(b, ":tensorflow:cc:saved_model:load_attempt_count", "counter",
+                     "The number of times a SavedModel was successfully loaded.");
+    tfs_loader_load_records(l, load_record_row, &p);
+    p.latency = true;
+    tfs__prom_header(b, ":tensorflow:cc:saved_model:load_latency", "counter",
+                     "Latency in microseconds for SavedModels that were successfully loaded.");
+    tfs_loader_load_records(l, load_record_row, &p);
+}
+
 static void loader_collector(tfs__buf *b, void *ctx)
 {
     tfs_loader      *l = r_.loader;   /* under r_.mu */
@@ -357,6 +396,7 @@ static void loader_collector(tfs__buf *b, void *ctx)
     tfs__prom_header(b, "tfserve_model_load_seconds_total", "counter",
                      "Time spent loading model versions (incl. warmup), in seconds.");
     tfs__prom_sample(b, "tfserve_model_load_seconds_total", NULL, 0, ls.load_seconds_total);
+    load_records(b, l);
 }
 
 /* /proc/self/stat fields after the ")" closing the command name: utime is the 12th, stime the

@@ -364,7 +364,7 @@ void tfs__metrics_record(const tfs__request_record *r)
     bump(&s->latency_sum_ns, to_ns(r->total_seconds));
     bump(&s->duration[bucket_of(tfs__dur_bucket_limits, TFS__DUR_BUCKETS - 1, r->total_seconds)],
          1);
-    if (r->runtime_seconds > 0) {
+    if (r->ran) {   /* a run of a tiny model can take less than the microsecond it is timed in */
         double rus = r->runtime_seconds * 1e6;
         bump(&s->runtime[bucket_of(tfs__tf_bucket_limits, TFS__TF_BUCKETS - 1, rus)], 1);
         bump(&s->runtime_sum_ns, to_ns(r->runtime_seconds));
@@ -389,6 +389,7 @@ void tfs__request_begin(tfs__request_record *r, enum tfs_api api, enum tfs__meth
     r->http_status = 0;
     r->total_seconds = 0;
     r->runtime_seconds = 0;
+    r->ran = false;
     r->start_ns = 0;
     bool metrics = tfs__metrics_enabled();
     if (!metrics && !tfs__access_log_enabled())
@@ -426,8 +427,10 @@ void tfs__request_note(const char *model, int64_t version, const char *signature
 
 void tfs__request_note_runtime(double seconds)
 {
-    if (tls_current)
+    if (tls_current) {
         tls_current->runtime_seconds += seconds;
+        tls_current->ran = true;
+    }
 }
 
 void tfs__request_detach(tfs__request_record *r)

@@ -205,6 +205,7 @@ static void predict_done(void *ctx, enum tfs_code code, const tfs_status *st,
         c->pc.outputs[i] = outputs[i];
     c->times = *t;
     c->rec.runtime_seconds = (double)t->compute_us * 1e-6;
+    c->rec.ran = code == TFS_OK || t->compute_us > 0;
     c->wake(c->wake_ctx);   /* last: c may be finished and freed from here on */
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/loader/helpers.h"
 
@@ -214,6 +215,28 @@ START_TEST(test_removed_version_held_handle)
 }
 END_TEST
 
+/* "1:1/0 2:0/1" for the loader's SavedModel load records (folder name: successes/failures), in
+ * the order the folders were first tried; each success must have taken some microseconds. Static
+ * buffer. */
+static char records[512];
+
+static void record_row(void *ctx, const char *path, int64_t ok, int64_t failed, int64_t us)
+{
+    const char *base = ctx, *name = path + strlen(base) + 1;
+    size_t      used = strlen(records);
+    ck_assert(strncmp(path, base, strlen(base)) == 0);
+    ck_assert(ok == 0 ? us == 0 : us > 0);
+    snprintf(records + used, sizeof records - used, "%s%s:%lld/%lld", used ? " " : "", name,
+             (long long)ok, (long long)failed);
+}
+
+static const char *load_records(tfs_loader *l, const char *base)
+{
+    records[0] = 0;
+    tfs_loader_load_records(l, record_row, (void *)base);
+    return records;
+}
+
 /* A corrupt new version ends with its error; the old version keeps serving and is still "latest";
  * the failure is not retried on every poll, only when the folder changes. */
 START_TEST(test_corrupt_new_version)
@@ -240,6 +263,7 @@ START_TEST(test_corrupt_new_version)
         tfs_loader_poll_now(l);
     tfs_loader_get_stats(l, &stats);
     ck_assert_int_eq(stats.loads_failed, 1);   /* same files: not retried */
+    ck_assert_str_eq(load_records(l, base), "1:1/0 2:0/1");
 
     /* fixed in place: loads after the folder settles, and replaces version 1 */
     tfs_test_rmtree(dir);
@@ -248,6 +272,7 @@ START_TEST(test_corrupt_new_version)
     tfs_loader_poll_now(l);
     ck_assert_str_eq(tl_states(l, "m"), "2:AVAILABLE 1:END");
     ck_assert_int_eq(tl_latest(l, "m"), 2);
+    ck_assert_str_eq(load_records(l, base), "1:1/0 2:1/1");
     done(l, base);
 }
 END_TEST
@@ -401,6 +426,68 @@ START_TEST(test_empty_base_path)
 }
 END_TEST
 
+/* Warnings of module "loader", collected by a sink. */
+static char warnings[8192];
+
+static void warn_sink(enum tfs_log_level level, const char *module, const char *line, void *user)
+{
+    (void)user;
+    size_t used = strlen(warnings);
+    if (level >= TFS_LOG_LEVEL_WARN && !strcmp(module, "loader"))
+        snprintf(warnings + used, sizeof warnings - used, "%s\n", line);
+}
+
+/* A base path that is missing, or a symlink loop: the loader starts, serves nothing, reports why
+ * (tfs_loader_base_path_error) and picks the model up once the path holds a version. A base path
+ * holding only entries that are not versions warns naming them. */
+START_TEST(test_unreadable_base_path)
+{
+    char *tmp = tfs_test_mkdtemp(), base[4200];
+    snprintf(base, sizeof base, "%s/m", tmp);
+    tfs_status st;
+    tfs_loader *l = tl_new(base, (tfs_version_policy){.kind = TFS_POLICY_LATEST}, NULL);
+    ck_assert(!tfs_loader_ready(l));
+    ck_assert_int_eq(tfs_loader_base_path_error(l, "m", &st), TFS_NOT_FOUND);
+    ck_assert_msg(strstr(st.msg, "model 'm': cannot read base path ") &&
+                  strstr(st.msg, "/m: No such file or directory"), "%s", st.msg);
+    ck_assert_int_eq(tfs_loader_base_path_error(l, "other", &st), TFS_OK);
+    ck_assert_int_eq(mkdir(base, 0755), 0);
+    tfs_test_write_version(base, 3);
+    tfs_loader_poll_now(l);
+    ck_assert_int_eq(tfs_loader_base_path_error(l, "m", &st), TFS_OK);
+    ck_assert_int_eq(tl_latest(l, "m"), 3);
+    ck_assert(tfs_loader_ready(l));
+    /* the base path replaced by a symlink loop: reported, and version 3 keeps serving */
+    char moved[4300];
+    snprintf(moved, sizeof moved, "%s.moved", base);
+    ck_assert_int_eq(rename(base, moved), 0);
+    ck_assert_int_eq(symlink(base, base), 0);
+    tfs_loader_poll_now(l);
+    ck_assert_int_eq(tfs_loader_base_path_error(l, "m", &st), TFS_UNAVAILABLE);
+    ck_assert_msg(strstr(st.msg, "Too many levels of symbolic links"), "%s", st.msg);
+    ck_assert_int_eq(tl_latest(l, "m"), 3);
+    tfs_loader_free(l);
+    unlink(base);
+
+    /* only entries that are not versions: the warning names them */
+    ck_assert_int_eq(mkdir(base, 0755), 0);
+    snprintf(moved, sizeof moved, "%s/v1", base);
+    tfs_test_write_model(moved, 1.0f, 0);
+    warnings[0] = 0;
+    tfs_log_set_sink(warn_sink, NULL);
+    l = tl_new(base, (tfs_version_policy){.kind = TFS_POLICY_LATEST}, NULL);
+    tfs_log_set_sink(NULL, NULL);
+    ck_assert_msg(strstr(warnings, "No versions of servable m found under base path ") &&
+                  strstr(warnings, " (version folders are named by integers; ignored: 'v1')"),
+                  "%s", warnings);
+    ck_assert(!tfs_loader_ready(l));
+    ck_assert_int_eq(tfs_loader_base_path_error(l, "m", &st), TFS_OK);
+    tfs_loader_free(l);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+END_TEST
+
 Suite *suite_loader_lifecycle(void);
 Suite *suite_loader_lifecycle(void)
 {
@@ -419,6 +506,7 @@ Suite *suite_loader_lifecycle(void)
     tcase_add_test(tc, test_memory_accounting_and_limit);
     tcase_add_test(tc, test_poll_thread);
     tcase_add_test(tc, test_empty_base_path);
+    tcase_add_test(tc, test_unreadable_base_path);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -72,6 +72,12 @@ START_TEST(test_scan_lists_versions)
     mkdirf(base, "1.5");
     mkdirf(base, "99999999999999999999");
     touch(base, "7", "a file named like a version is not a version");
+    char link[4200], target[4200];
+    snprintf(link, sizeof link, "%s/8", base);   /* a symlink loop named like a version */
+    ck_assert_int_eq(symlink(link, link), 0);
+    snprintf(link, sizeof link, "%s/9", base);   /* a dangling link */
+    snprintf(target, sizeof target, "%s/nonexistent", base);
+    ck_assert_int_eq(symlink(target, link), 0);
     touch(base, "1/saved_model.pb", "x");
     touch(base, "00000010/saved_model.pbtxt", "x");
     tfs__version_dir *d = NULL;
@@ -85,10 +91,13 @@ START_TEST(test_scan_lists_versions)
     ck_assert(d[0].has_saved_model && d[1].has_saved_model);
     ck_assert_int_eq(d[1].version, 1);
     ck_assert_int_eq(d[1].disk_bytes, 1);
-    ck_assert_int_eq(logged.n, 4);   /* abc, -3, 1.5, 9999...: each remembered (logged once) */
+    /* abc, -3, 1.5, 9999... (not numbers), 7 (a file), 8 (loop), 9 (dangling): each remembered
+     * so that it is logged once */
+    ck_assert_int_eq(logged.n, 7);
     tfs__version_dirs_free(d, n);
     ck_assert_int_eq(tfs__scan_base(base, "m", &logged, &d, &n, &st), TFS_OK);
-    ck_assert_int_eq(logged.n, 4);
+    ck_assert_int_eq(logged.n, 7);
+    ck_assert_int_eq(n, 2);
     tfs__version_dirs_free(d, n);
     tfs__name_set_clear(&logged);
 
@@ -96,6 +105,21 @@ START_TEST(test_scan_lists_versions)
     snprintf(missing, sizeof missing, "%s/nope", base);
     ck_assert_int_eq(tfs__scan_base(missing, "m", NULL, &d, &n, &st), TFS_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(st.msg, "nope"));
+    /* a base path that is a symlink loop, or a file: an error naming it, never a hang */
+    snprintf(link, sizeof link, "%s/8", base);
+    ck_assert_int_eq(tfs__scan_base(link, "m", NULL, &d, &n, &st), TFS_UNAVAILABLE);
+    ck_assert_msg(strstr(st.msg, "cannot read base path") && strstr(st.msg, "/8: Too many levels "
+                  "of symbolic links"), "%s", st.msg);
+    snprintf(link, sizeof link, "%s/7", base);
+    ck_assert_int_eq(tfs__scan_base(link, "m", NULL, &d, &n, &st), TFS_NOT_FOUND);
+    ck_assert_msg(strstr(st.msg, "/7: Not a directory"), "%s", st.msg);
+
+    /* the names a "no versions found" warning shows */
+    char names[256];
+    tfs__scan_describe_skipped(base, names, sizeof names);
+    ck_assert_msg(strstr(names, " and 6 more"), "%s", names);   /* 9 entries, 3 shown */
+    tfs__scan_describe_skipped(missing, names, sizeof names);
+    ck_assert_str_eq(names, "");
     tfs_test_rmtree(base);
     free(base);
 }

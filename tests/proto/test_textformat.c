@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "proto/textformat.h"
@@ -421,6 +422,28 @@ START_TEST(parse_file_errors)
     ck_assert_str_eq(st.msg, "could not open '/nonexistent/x.txt': No such file or directory");
     ck_assert_int_eq(tfs_textformat_parse_file(SCALARS, "/tmp", &m, &st), TFS_INVALID_ARGUMENT);
     ck_assert_str_eq(st.msg, "could not read '/tmp': not a regular file");
+    char loop[] = "/tmp/tfs-textformat-loop-XXXXXX";   /* a config path that is a symlink loop */
+    int  lfd = mkstemp(loop);
+    ck_assert_int_ge(lfd, 0);
+    close(lfd);
+    ck_assert_int_eq(unlink(loop), 0);
+    ck_assert_int_eq(symlink(loop, loop), 0);
+    ck_assert_int_eq(tfs_textformat_parse_file(SCALARS, loop, &m, &st), TFS_INVALID_ARGUMENT);
+    char lwant[128];
+    snprintf(lwant, sizeof lwant, "could not open '%s': Too many levels of symbolic links", loop);
+    ck_assert_str_eq(st.msg, lwant);
+    unlink(loop);
+    if (geteuid() != 0) {   /* root reads anything: no permission error to see */
+        char locked[] = "/tmp/tfs-textformat-locked-XXXXXX";
+        int  kfd = mkstemp(locked);
+        ck_assert_int_ge(kfd, 0);
+        close(kfd);
+        ck_assert_int_eq(chmod(locked, 0), 0);
+        ck_assert_int_eq(tfs_textformat_parse_file(SCALARS, locked, &m, &st),
+                         TFS_PERMISSION_DENIED);
+        ck_assert_msg(strstr(st.msg, "Permission denied"), "%s", st.msg);
+        unlink(locked);
+    }
 
     char path[] = "/tmp/tfs-textformat-XXXXXX";
     int  fd = mkstemp(path);

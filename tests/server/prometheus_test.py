@@ -5,7 +5,8 @@ Starts <build>/server/tfserve with --metrics_path on free loopback ports, sends 
 REST (some failing) and gRPC (with the stubs grpc_client_test.py generates), then starts Debian's
 `prometheus` scraping tfserve every second at that path and asks Prometheus' HTTP API
 (/api/v1/query) for TF Serving's request counter and latency histogram counts, and for ours. The
-values must be exactly what was sent. Skips (exit 77) when prometheus is not installed.
+counts must be exactly what was sent; the histograms' sums and a histogram_quantile median must
+be plausible. Skips (exit 77) when prometheus is not installed.
 
 Run: /usr/bin/python3 prometheus_test.py --build BUILD_DIR --source SOURCE_DIR
 """
@@ -119,18 +120,36 @@ def main():
             ('sum(tfserve_request_duration_seconds_bucket{model="half_plus_two",'
              'method="predict",le="+Inf"})', N_REST_OK + N_REST_BAD + N_GRPC_OK),
             ('tfserve_models_loaded', 1),
+            ('{__name__=":tensorflow:cc:saved_model:load_attempt_count",status="success"}', 1),
+            # The histograms' shape: the +Inf bucket holds every observation, the sum is positive
+            # and below N requests x 10 s, and PromQL's histogram_quantile finds a median inside
+            # the bucket range (it needs cumulative, ordered "le" buckets to do so).
+            ('{__name__=":tensorflow:serving:request_latency_bucket",model_name="half_plus_two",'
+             'API="Predict",entrypoint="GRPC",le="+Inf"}', N_GRPC_OK),
+            ('sum(:tensorflow:serving:request_latency_sum{model_name="half_plus_two"})',
+             (lambda v: 0 < v < (N_REST_OK + N_REST_BAD + N_GRPC_OK) * 1e7, "in (0, N x 10 s) us")),
+            ('histogram_quantile(0.5, sum by (le) (tfserve_request_duration_seconds_bucket'
+             '{model="half_plus_two",method="predict"}))',
+             (lambda v: 0 < v < 10, "in (0, 10) s")),
         ]
         got = {}
+
+        def ok(v, want):
+            return v is not None and (want[0](v) if isinstance(want, tuple) else v == want)
+
         deadline = time.time() + 30
         while time.time() < deadline and len(got) < len(checks):
             for q, want in checks:
                 if q not in got:
                     v = query(prom_port, q)
-                    if v is not None and v == want:
+                    if ok(v, want):
                         got[q] = v
             time.sleep(0.5)
         for q, want in checks:
-            gct.check(q in got, "Prometheus %s == %d (last: %s)" % (q, want, query(prom_port, q)))
+            gct.check(q in got, "Prometheus %s %s (last: %s)" % (
+                q, want[1] if isinstance(want, tuple) else "== %d" % want, query(prom_port, q)))
+        print("Prometheus: median predict latency %.6f s, request_latency sum %.0f us" % (
+            got.get(checks[-1][0], float("nan")), got.get(checks[-2][0], float("nan"))))
         if len(got) < len(checks):
             plog.seek(0)
             print("prometheus log:\n" + plog.read()[-3000:])

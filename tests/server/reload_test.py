@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """System test of config reloads on the real tfserve: ModelService/HandleReloadConfigRequest from a
 real gRPC client (adding a model, removing one, refusing bad configs without touching what is
-served) and --model_config_file_poll_wait_seconds picking up an edited file (and ignoring a broken
+served, a model that fails to load reported by the reload and by GetModelStatus) and --model_config_file_poll_wait_seconds picking up an edited file (and ignoring a broken
 one). Stubs, the Server wrapper and the checks come from grpc_client_test.py. Uses the bundled demo
 model only. Prints "N passed, M failed"; exit 1 on a failure.
 
@@ -83,6 +83,25 @@ def check_grpc_reload(build, demo, tmp):
         g.expect_error(lambda: reload(reload_req([("d", demo), ("d", demo)])),
                        grpc.StatusCode.INVALID_ARGUMENT, "d", "grpc: duplicate name refused")
         g.check(serves(s, "b") and not serves(s, "c"), "grpc: b still serves after bad reloads")
+        # A model whose only version cannot load: the reload reports the load error, and
+        # GetModelStatus over gRPC shows that version END with the error (DATA_LOSS, naming the
+        # file), while b keeps serving.
+        from tensorflow_serving.apis import get_model_status_pb2 as gms
+        corrupt = os.path.join(tmp, "corrupt")
+        os.makedirs(os.path.join(corrupt, "3"))
+        with open(os.path.join(corrupt, "3", "saved_model.pb"), "wb") as f:
+            f.write(b"not a SavedModel")
+        g.expect_error(lambda: reload(reload_req([("b", demo), ("corrupt", corrupt)])),
+                       grpc.StatusCode.DATA_LOSS, "saved_model.pb",
+                       "grpc: reload with a corrupt model fails with its load error")
+        req = gms.GetModelStatusRequest()
+        req.model_spec.name = "corrupt"
+        st = s.call(g.MS + "GetModelStatus", req, gms.GetModelStatusResponse)
+        got = [(v.version, v.state, v.status.error_code) for v in st.model_version_status]
+        g.check(got == [(3, gms.ModelVersionStatus.END, grpc.StatusCode.DATA_LOSS.value[0])]
+                and "saved_model.pb" in st.model_version_status[0].status.error_message,
+                "grpc: GetModelStatus shows the failed load (END, DATA_LOSS): %s" % st)
+        g.check(serves(s, "b"), "grpc: b still serves next to the corrupt model")
     finally:
         s.stop()
 

@@ -1,18 +1,21 @@
 /* --model_config_file: the ModelServerConfig -> tfs_model_config converter (policies, labels,
  * platform rules, error texts with file:line:col), and the real tfserve started with a config
- * file serving two models, refusing a broken file and a duplicated model name with messages that
- * name the file; and the poller re-reading a file (acting on real changes only, logging a broken
- * file once).
+ * file serving two models, serving TF Serving's version policies (latest{2}, all, specific) and
+ * labels over REST, refusing a broken file and a duplicated model name with messages that name
+ * the file; and the poller re-reading a file (acting on real changes only, logging a broken file
+ * once).
  */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/config-impl.h"
+#include "tests/support/tfs-models.h"
 #include "tests/support/tfs-proc.h"
 #include "tests/support/tfs-test.h"
 
@@ -312,6 +315,260 @@ START_TEST(tfserve_serves_two_models_from_a_config_file)
 }
 END_TEST
 
+static bool log_has(const char *path, const char *needle)
+{
+    char *text = tfs_test_read_file(path, NULL);
+    bool  found = text && strstr(text, needle);
+    free(text);
+    return found;
+}
+
+/* POST {"instances": [2.0]} to /v1/models/<path>:predict: the version that answered (the test
+ * models compute 0.5 x + V), or -HTTP status; the error text goes to err. */
+static int64_t served_by(int port, const char *path, char *err, size_t n)
+{
+    char url[512];
+    snprintf(url, sizeof url, "/v1/models/%s:predict", path);
+    tfs_http_reply r = tfs_http(port, "POST", url, "{\"instances\": [2.0]}");
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+    int64_t v = -r.status;
+    if (r.status == 200)
+        v = (int64_t)(json_number_value(json_array_get(json_object_get(j, "predictions"), 0)) -
+                      1.0 + 0.5);
+    snprintf(err, n, "%s", r.status == 200 ? "" : json_string_value(json_object_get(j, "error")));
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return v;
+}
+
+/* GET /v1/models/<name>: "3:AVAILABLE 2:END ..." in the order served (static buffer). */
+static const char *version_states(int port, const char *name)
+{
+    static char buf[512];
+    char        url[300];
+    snprintf(url, sizeof url, "/v1/models/%s", name);
+    tfs_http_reply r = tfs_http(port, "GET", url, NULL);
+    json_t *j = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *list = json_object_get(j, "model_version_status");
+    size_t  used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < json_array_size(list) && used < sizeof buf; i++) {
+        json_t *v = json_array_get(list, i);
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s:%s", i ? " " : "",
+                                 json_string_value(json_object_get(v, "version")),
+                                 json_string_value(json_object_get(v, "state")));
+    }
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return buf;
+}
+
+static void expect_served(int port, const char *path, int64_t want, const char *want_err)
+{
+    char    err[512];
+    int64_t got = served_by(port, path, err, sizeof err);
+    ck_assert_msg(got == want, "%s: served by %lld (%s), want %lld", path, (long long)got, err,
+                  (long long)want);
+    if (want_err)
+        ck_assert_msg(strcmp(err, want_err) == 0, "%s: error '%s', want '%s'", path, err,
+                      want_err);
+}
+
+/* Waits up to 10 s for GET /v1/models/<name> to list `want`. */
+static void expect_states(int port, const char *name, const char *want)
+{
+    for (int i = 0; i < 200 && strcmp(version_states(port, name), want) != 0; i++)
+        usleep(50000);
+    ck_assert_msg(strcmp(version_states(port, name), want) == 0, "%s: '%s', want '%s'", name,
+                  version_states(port, name), want);
+}
+
+/* TF Serving's version policies and labels through the real server, from one config file over
+ * one base path holding versions 1-3 (version V answers 0.5 x + V): latest{2} serves 3 and 2,
+ * all{} every version, specific{1, 3, 7} the listed versions present, labels pick versions; a
+ * version outside a policy is NOT_FOUND with TF Serving's text, an unknown label
+ * INVALID_ARGUMENT. A new version 4 is taken by latest{2} (2 unloads) and all{}, not by specific.
+ * TF Serving's saved_model_half_plus_two_2_versions (00000123, 00000124) under latest{2} when the
+ * fixtures are present. */
+START_TEST(tfserve_version_policies_and_labels)
+{
+    char *dir = tfs_test_mkdtemp(), base[4200], fx[4200], text[20000], flag[4300], more[4600];
+    snprintf(base, sizeof base, "%s/m", dir);
+    ck_assert_int_eq(mkdir(base, 0755), 0);
+    for (int v = 1; v <= 3; v++)
+        tfs_test_write_version(base, v);
+    char notes[4300];
+    snprintf(notes, sizeof notes, "%s/notes", base);   /* not a version: ignored */
+    ck_assert_int_eq(mkdir(notes, 0755), 0);
+    bool have_fx = tfs_test_fixture("tf_serving/saved_model_half_plus_two_2_versions", fx,
+                                    sizeof fx) != NULL;
+    more[0] = 0;
+    if (have_fx)
+        snprintf(more, sizeof more, "  config { name: 'hp2' base_path: '%s' model_platform: "
+                 "'tensorflow' model_version_policy { latest { num_versions: 2 } } }\n", fx);
+    snprintf(text, sizeof text,
+             "model_config_list {\n"
+             "  config { name: 'latest2' base_path: '%s' model_platform: 'tensorflow'\n"
+             "           model_version_policy { latest { num_versions: 2 } } }\n"
+             "  config { name: 'all' base_path: '%s' model_platform: 'tensorflow'\n"
+             "           model_version_policy { all {} } }\n"
+             "  config { name: 'specific' base_path: '%s' model_platform: 'tensorflow'\n"
+             "           model_version_policy { specific { versions: [1, 3, 7] } }\n"
+             "           version_labels { key: 'stable' value: 1 }\n"
+             "           version_labels { key: 'canary' value: 3 } }\n"
+             "%s}\n", base, base, base, more);
+    snprintf(flag, sizeof flag, "--model_config_file=%s", write_config(dir, "models.config", text));
+    const char     *flags[] = {flag, "--file_system_poll_wait_seconds=1", "--verbosity=debug",
+                               NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    int p = s.rest_port;
+    /* --verbosity=debug: the debug line about the entry that is not a version */
+    ck_assert_msg(log_has(s.log_path, " D loader: model 'latest2': ignoring 'notes' under "),
+                  "no debug line; see %s", s.log_path);
+    ck_assert_str_eq(version_states(p, "latest2"), "3:AVAILABLE 2:AVAILABLE");
+    expect_served(p, "latest2", 3, NULL);
+    expect_served(p, "latest2/versions/2", 2, NULL);
+    expect_served(p, "latest2/versions/1", -404,
+                  "Servable not found for request: Specific(latest2, 1)");
+    ck_assert_str_eq(version_states(p, "all"), "3:AVAILABLE 2:AVAILABLE 1:AVAILABLE");
+    expect_served(p, "all", 3, NULL);
+    expect_served(p, "all/versions/1", 1, NULL);
+    ck_assert_str_eq(version_states(p, "specific"), "3:AVAILABLE 1:AVAILABLE");
+    expect_served(p, "specific", 3, NULL);
+    expect_served(p, "specific/versions/2", -404,
+                  "Servable not found for request: Specific(specific, 2)");
+    expect_served(p, "specific/labels/stable", 1, NULL);
+    expect_served(p, "specific/labels/canary", 3, NULL);
+    expect_served(p, "specific/labels/nope", -400, "Unrecognized servable version label: nope");
+    expect_served(p, "latest2/labels/stable", -400, "Unrecognized servable version label: stable");
+    if (have_fx)
+        ck_assert_str_eq(version_states(p, "hp2"), "124:AVAILABLE 123:AVAILABLE");
+    else
+        fprintf(stderr, "SKIP part of %s: saved_model_half_plus_two_2_versions is absent\n",
+                __func__);
+
+    tfs_test_write_version(base, 4);
+    expect_states(p, "latest2", "4:AVAILABLE 3:AVAILABLE 2:END");
+    expect_served(p, "latest2", 4, NULL);
+    expect_states(p, "all", "4:AVAILABLE 3:AVAILABLE 2:AVAILABLE 1:AVAILABLE");
+    ck_assert_str_eq(version_states(p, "specific"), "3:AVAILABLE 1:AVAILABLE");
+    expect_served(p, "specific", 3, NULL);
+    int status = tfs_test_server_stop(&s);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    unlink(s.log_path);
+    tfs_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* /readyz's entry for one model: "STATE|ERROR" (static buffer). */
+static const char *ready_entry(int port, const char *name)
+{
+    static char buf[1024];
+    tfs_http_reply r = tfs_http(port, "GET", "/readyz", NULL);
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL), *m;
+    size_t  i;
+    buf[0] = 0;
+    json_array_foreach(json_object_get(j, "models"), i, m) {
+        if (!strcmp(json_string_value(json_object_get(m, "name")), name))
+            snprintf(buf, sizeof buf, "%s|%s", json_string_value(json_object_get(m, "state")),
+                     json_is_string(json_object_get(m, "error"))
+                         ? json_string_value(json_object_get(m, "error")) : "");
+    }
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return buf;
+}
+
+/* Base paths that cannot be read in a config file -- missing, a symlink loop, a regular file:
+ * tfserve starts and serves the good model, warns at each bad model's `config {` (file:line:col),
+ * and /readyz names each bad model with its reason; the missing one is served once its base path
+ * appears (within two polls). A polled config that adds another bad model warns at its line and
+ * changes nothing for the others. Run with --verbosity=warn: warnings only, no info lines. */
+START_TEST(tfserve_unreadable_base_paths)
+{
+    char *dir = tfs_test_mkdtemp(), demo[4200], missing[4200], loop[4200], file[4200];
+    char  text[32768], flag[4300], want[9000], cfg[4200];
+    snprintf(demo, sizeof demo, "%s/models/half_plus_two", TFS_BINARY_DIR);
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    snprintf(loop, sizeof loop, "%s/loop", dir);
+    ck_assert_int_eq(symlink(loop, loop), 0);
+    snprintf(file, sizeof file, "%s/file", dir);
+    ck_assert_int_eq(tfs_test_write_file(file, "not a folder", 12), 0);
+    const char *fmt = "model_config_list {\n"
+                      "  config { name: 'good' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'missing' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'loop' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "  config { name: 'file' base_path: '%s' model_platform: 'tensorflow' }\n"
+                      "%s}\n";
+    snprintf(text, sizeof text, fmt, demo, missing, loop, file, "");
+    snprintf(cfg, sizeof cfg, "%s", write_config(dir, "models.config", text));
+    snprintf(flag, sizeof flag, "--model_config_file=%s", cfg);
+    const char *flags[] = {flag, "--file_system_poll_wait_seconds=1",
+                           "--model_config_file_poll_wait_seconds=1", "--verbosity=warn", NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    expect_predict(s.rest_port, "good", "{\"instances\": [1.0]}", "{\"predictions\": [2.5]}");
+    snprintf(want, sizeof want, "%s:3:10: model 'missing': base path %s cannot be read: No such "
+             "file or directory", cfg, missing);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    snprintf(want, sizeof want, "%s:4:10: model 'loop': base path %s cannot be read: Too many "
+             "levels of symbolic links", cfg, loop);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    snprintf(want, sizeof want, "%s:5:10: model 'file': base path %s cannot be read: Not a "
+             "directory", cfg, file);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    ck_assert_msg(!log_has(s.log_path, " I "), "--verbosity=warn logged info lines; see %s",
+                  s.log_path);
+
+    tfs_http_reply r = tfs_http(s.rest_port, "GET", "/readyz", NULL);
+    ck_assert_int_eq(r.status, 503);
+    tfs_http_reply_free(&r);
+    ck_assert_str_eq(ready_entry(s.rest_port, "good"), "AVAILABLE|");
+    snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'missing': cannot read base path %s: "
+             "No such file or directory", missing);
+    ck_assert_str_eq(ready_entry(s.rest_port, "missing"), want);
+    snprintf(want, sizeof want, "NO_VERSION|UNAVAILABLE: model 'loop': cannot read base path %s: "
+             "Too many levels of symbolic links", loop);
+    ck_assert_str_eq(ready_entry(s.rest_port, "loop"), want);
+    snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'file': cannot read base path %s: Not "
+             "a directory", file);
+    ck_assert_str_eq(ready_entry(s.rest_port, "file"), want);
+
+    /* the missing base path appears: served within two polls */
+    ck_assert_int_eq(mkdir(missing, 0755), 0);
+    tfs_test_write_version(missing, 5);
+    for (int i = 0; i < 100 && strcmp(ready_entry(s.rest_port, "missing"), "AVAILABLE|"); i++)
+        usleep(50000);
+    ck_assert_str_eq(ready_entry(s.rest_port, "missing"), "AVAILABLE|");
+    expect_predict(s.rest_port, "missing", "{\"instances\": [2.0]}", "{\"predictions\": [6.0]}");
+
+    /* a polled config adds one more unreadable base path: warned at its line */
+    char later[4300], extra[4600];
+    snprintf(later, sizeof later, "%s/later", dir);
+    snprintf(extra, sizeof extra, "  config { name: 'later' base_path: '%s' model_platform: "
+             "'tensorflow' }\n", later);
+    snprintf(text, sizeof text, fmt, demo, missing, loop, file, extra);
+    write_config(dir, "models.config", text);
+    snprintf(want, sizeof want, "%s:6:10: model 'later': base path %s cannot be read: No such "
+             "file or directory", cfg, later);
+    for (int i = 0; i < 100 && !log_has(s.log_path, want); i++)
+        usleep(50000);
+    ck_assert_msg(log_has(s.log_path, want), "log lacks '%s'; see %s", want, s.log_path);
+    expect_predict(s.rest_port, "good", "{\"instances\": [1.0]}", "{\"predictions\": [2.5]}");
+    expect_predict(s.rest_port, "missing", "{\"instances\": [2.0]}", "{\"predictions\": [6.0]}");
+    int status = tfs_test_server_stop(&s);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    unlink(s.log_path);
+    unlink(loop);
+    tfs_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(tfserve_refuses_a_broken_config_file)
 {
     char *dir = tfs_test_mkdtemp();
@@ -370,6 +627,8 @@ Suite *suite_server_config_file(void)
     TCase *sys = tcase_create("system");
     tcase_set_timeout(sys, 120);
     tcase_add_test(sys, tfserve_serves_two_models_from_a_config_file);
+    tcase_add_test(sys, tfserve_version_policies_and_labels);
+    tcase_add_test(sys, tfserve_unreadable_base_paths);
     tcase_add_test(sys, tfserve_refuses_a_broken_config_file);
     suite_add_tcase(s, sys);
     return s;

@@ -1,8 +1,10 @@
 /* System tests of the model lifecycle through the real tfserve binary: the lifecycle flags, a new
  * version copied in (written under a temporary name, then renamed, as users deploy) answering REST
- * predictions within two polls, a removed version reported as TF Serving reports it, and versions
- * added and removed 20 times while a client predicts nonstop without a single failure. Version V of
- * the test model computes 0.5 x + V, so each answer names the version that served it. */
+ * predictions within two polls, a removed version reported as TF Serving reports it,
+ * --max_model_memory_bytes refusing a version with a clear status, and versions added and removed
+ * 20 times while three clients predict nonstop without a single failure (and /readyz never leaves
+ * 200). Version V of the test model computes 0.5 x + V, so each answer names the version that
+ * served it. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server.h"
 #include "tests/support/tfs-models.h"
@@ -151,19 +154,57 @@ START_TEST(test_lifecycle_new_and_removed_version)
 }
 END_TEST
 
+/* --max_model_memory_bytes on the real server: a version that does not fit is END with
+ * RESOURCE_EXHAUSTED naming the limit (GET /v1/models/m), /readyz is 503, the server runs on and
+ * exits 0; with room enough the same version serves. */
+START_TEST(test_lifecycle_memory_limit)
+{
+    char *base = tfs_test_mkdtemp(), bflag[4200];
+    tfs_test_write_version(base, 1);
+    snprintf(bflag, sizeof bflag, "--model_base_path=%s", base);
+    const char *flags[] = {"--model_name=m", bflag, "--max_model_memory_bytes=64", NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    tfs_http_reply r = tfs_http(s.rest_port, "GET", "/v1/models/m", NULL);
+    ck_assert_msg(r.status == 200 && strstr(r.body, "\"state\": \"END\"") &&
+                  strstr(r.body, "\"error_code\": \"RESOURCE_EXHAUSTED\"") &&
+                  strstr(r.body, "of the 64 byte limit (--max_model_memory_bytes)"), "%d %s",
+                  r.status, r.body);
+    tfs_http_reply_free(&r);
+    r = tfs_http(s.rest_port, "GET", "/readyz", NULL);
+    ck_assert_int_eq(r.status, 503);
+    tfs_http_reply_free(&r);
+    stop_server(&s);
+    unlink(s.log_path);
+    const char *roomy[] = {"--model_name=m", bflag, "--max_model_memory_bytes=1000000", NULL};
+    ck_assert_msg(tfs_test_server_start(&s, roomy) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    int status;
+    ck_assert_int_eq(predict_version(s.rest_port, &status), 1);
+    stop_server(&s);
+    unlink(s.log_path);
+    tfs_test_rmtree(base);
+    free(base);
+}
+END_TEST
+
 typedef struct client {
-    int         port;
-    atomic_bool stop;
-    long        ok, failed, wrong;
-    int         first_status;
-    int64_t     lo, hi;
+    int          port;
+    atomic_bool *stop;
+    long         ok, failed, wrong, not_ready, backwards;
+    int          first_status;
+    int64_t      lo, hi;
 } client;
 
+/* Predicts nonstop; every 8th request also asks /readyz, which must stay 200 throughout. Versions
+ * only ever go up in this test, so one client must never see an older version after a newer one
+ * (it would mean a retired version served again). */
 static void *client_main(void *arg)
 {
     client *c = arg;
     c->lo = INT64_MAX;
-    while (!atomic_load(&c->stop)) {
+    for (long i = 0; !atomic_load(c->stop); i++) {
         int status;
         int64_t v = predict_version(c->port, &status);
         if (status != 200) {
@@ -173,8 +214,14 @@ static void *client_main(void *arg)
             c->wrong++;
         } else {
             c->ok++;
+            c->backwards += v < c->hi;
             c->lo = v < c->lo ? v : c->lo;
             c->hi = v > c->hi ? v : c->hi;
+        }
+        if (i % 8 == 0) {
+            tfs_http_reply r = tfs_http(c->port, "GET", "/readyz", NULL);
+            c->not_ready += r.status != 200;
+            tfs_http_reply_free(&r);
         }
     }
     return NULL;
@@ -182,16 +229,22 @@ static void *client_main(void *arg)
 
 /* 20 rounds: version k+1 is copied in and version k removed right after, mostly faster than the
  * server can load (so the version being replaced keeps serving from memory); every 4th round
- * waits until the new version serves. */
+ * waits until the new version serves. Three clients predict nonstop meanwhile. */
 START_TEST(test_lifecycle_churn_under_requests)
 {
+    enum { N_CLIENTS = 3 };
     char *base = tfs_test_mkdtemp();
     tfs_test_write_version(base, 1);
     tfs_test_server s;
     start_server(&s, base);
-    client c = {.port = s.rest_port};
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, client_main, &c), 0);
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    client cs[N_CLIENTS];
+    pthread_t t[N_CLIENTS];
+    for (int i = 0; i < N_CLIENTS; i++) {
+        cs[i] = (client){.port = s.rest_port, .stop = &stop};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, client_main, &cs[i]), 0);
+    }
     for (int k = 1; k <= 20; k++) {
         tfs_test_write_version(base, k + 1);
         sleep_s(0.1);
@@ -202,13 +255,25 @@ START_TEST(test_lifecycle_churn_under_requests)
             sleep_s(0.15);
     }
     wait_for_version(s.rest_port, 21, 10);
-    atomic_store(&c.stop, true);
-    pthread_join(t, NULL);
-    fprintf(stderr, "tfserve churn: %ld predictions, versions %lld..%lld answered, %ld failed\n",
-            c.ok, (long long)c.lo, (long long)c.hi, c.failed);
-    ck_assert_msg(c.failed == 0, "%ld requests failed (first status %d); see %s", c.failed,
-                  c.first_status, s.log_path);
+    atomic_store(&stop, true);
+    client c = {.lo = INT64_MAX};
+    for (int i = 0; i < N_CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(cs[i].failed == 0, "client %d: %ld requests failed (first status %d); see "
+                      "%s", i, cs[i].failed, cs[i].first_status, s.log_path);
+        c.ok += cs[i].ok;
+        c.wrong += cs[i].wrong;
+        c.not_ready += cs[i].not_ready;
+        c.backwards += cs[i].backwards;
+        c.lo = cs[i].lo < c.lo ? cs[i].lo : c.lo;
+        c.hi = cs[i].hi > c.hi ? cs[i].hi : c.hi;
+    }
+    fprintf(stderr, "tfserve churn: %ld predictions by %d clients, versions %lld..%lld answered, "
+            "0 failed, %ld /readyz not 200\n", c.ok, N_CLIENTS, (long long)c.lo, (long long)c.hi,
+            c.not_ready);
     ck_assert_int_eq(c.wrong, 0);
+    ck_assert_int_eq(c.not_ready, 0);
+    ck_assert_int_eq(c.backwards, 0);
     ck_assert(c.ok > 50 && c.hi == 21);
     ck_assert_ptr_nonnull(strstr(status_text(s.rest_port), "21:AVAILABLE:OK"));
     stop_server(&s);
@@ -226,6 +291,7 @@ Suite *suite_server_lifecycle(void)
     tcase_set_tags(tc, "system");
     tcase_add_test(tc, test_lifecycle_flags);
     tcase_add_test(tc, test_lifecycle_new_and_removed_version);
+    tcase_add_test(tc, test_lifecycle_memory_limit);
     tcase_add_test(tc, test_lifecycle_churn_under_requests);
     suite_add_tcase(s, tc);
     return s;

@@ -29,6 +29,7 @@ static tfs__request_record rec(enum tfs_api api, enum tfs__method m, const char 
     r.code = code;
     r.total_seconds = secs;
     r.runtime_seconds = run;
+    r.ran = run > 0;
     return r;
 }
 
@@ -45,7 +46,9 @@ static void expect_line(const char *text, const char *line)
 {
     char want[1024];
     snprintf(want, sizeof want, "\n%s\n", line);
-    ck_assert_msg(strstr(text, want) != NULL, "missing line: %s\nin:\n%s", line, text);
+    if (!strstr(text, want))   /* the whole text can be longer than Check's message limit */
+        fprintf(stderr, "missing line: %s\nin:\n%s\n", line, text);
+    ck_assert_msg(strstr(text, want) != NULL, "missing line: %s", line);
 }
 
 /* ---- the text format ------------------------------------------------------------------------ */
@@ -103,13 +106,18 @@ START_TEST(test_metrics_families)
     tfs__request_record c = rec(TFS_API_GRPC, TFS__METHOD_PREDICT, "m\"1", "other",
                                 TFS_INVALID_ARGUMENT, 2e-3, 0);
     tfs__request_record d = rec(TFS_API_REST, TFS__METHOD_STATUS, "m\"1", "", TFS_OK, 1e-3, 0);
+    /* a run too short for its microsecond clock: still a run */
+    tfs__request_record e = rec(TFS_API_GRPC, TFS__METHOD_PREDICT, "m\"1", "serving_default",
+                                TFS_OK, 20e-6, 0);
+    e.ran = true;
+    tfs__metrics_record(&e);
     tfs__metrics_record(&a);
     tfs__metrics_record(&b);
     tfs__metrics_record(&c);
     tfs__metrics_record(&d);
     char *t = render();
     /* TF Serving's counter: inference APIs only, gRPC and REST together, by status. */
-    expect_line(t, ":tensorflow:serving:request_count{model_name=\"m\\\"1\",status=\"OK\"} 2");
+    expect_line(t, ":tensorflow:serving:request_count{model_name=\"m\\\"1\",status=\"OK\"} 3");
     expect_line(t, ":tensorflow:serving:request_count{model_name=\"m\\\"1\","
                    "status=\"INVALID_ARGUMENT\"} 1");
     ck_assert(strstr(t, "API=\"GetModelStatus\"") == NULL);
@@ -135,11 +143,13 @@ START_TEST(test_metrics_families)
              "entrypoint=\"REST\"} 115", lat);
     expect_line(t, line);
     snprintf(line, sizeof line, "%s_count{model_name=\"m\\\"1\",API=\"Predict\","
-             "entrypoint=\"GRPC\"} 1", lat);
+             "entrypoint=\"GRPC\"} 2", lat);
     expect_line(t, line);
-    /* the runtime: only the request that reached a run */
+    /* the runtime: only the requests that reached a run */
     expect_line(t, ":tensorflow:serving:runtime_latency_count{model_name=\"m\\\"1\","
-                   "API=\"Predict\",runtime=\"TF1\"} 1");
+                   "API=\"Predict\",runtime=\"TF1\"} 2");
+    expect_line(t, ":tensorflow:serving:runtime_latency_bucket{model_name=\"m\\\"1\","
+                   "API=\"Predict\",runtime=\"TF1\",le=\"10\"} 2");
     expect_line(t, ":tensorflow:serving:runtime_latency_sum{model_name=\"m\\\"1\","
                    "API=\"Predict\",runtime=\"TF1\"} 5");
     /* ours: every API, by signature, protocol, method and code */
@@ -179,7 +189,7 @@ START_TEST(test_metrics_begin_done)
     ck_assert_str_eq(r.model, "mod");
     ck_assert_str_eq(r.signature, "sig");
     ck_assert_int_eq(r.version, 7);
-    ck_assert(r.runtime_seconds == 0.5);
+    ck_assert(r.runtime_seconds == 0.5 && r.ran);
     ck_assert(r.total_seconds >= 0 && r.total_seconds < 5);
     tfs__request_note("after", 1, "x");   /* no current record: ignored */
     ck_assert_str_eq(r.model, "mod");
@@ -509,6 +519,19 @@ START_TEST(test_metrics_e2e)
                    "signature=\"\",protocol=\"rest\",method=\"status\",code=\"OK\"} 1");
     expect_line(t, "tfserve_models_loaded 1");
     expect_line(t, "tfserve_requests_in_flight 0");
+    const char *mem = strstr(t, "\ntfserve_model_memory_bytes{model=\"half_plus_two\","
+                                "version=\"1\"} ");
+    ck_assert_msg(mem && strtod(strchr(mem, '}') + 2, NULL) > 0, "no model memory line:\n%s", t);
+    /* TensorFlow's SavedModel load counters, per version folder */
+    char want[4400];
+    snprintf(want, sizeof want, ":tensorflow:cc:saved_model:load_attempt_count{model_path=\""
+             "%s/models/half_plus_two/1\",status=\"success\"} 1", TFS_BINARY_DIR);
+    expect_line(t, want);
+    ck_assert_msg(!strstr(t, "status=\"fail\""), "a failed load counted:\n%s", t);
+    snprintf(want, sizeof want, "\n:tensorflow:cc:saved_model:load_latency{model_path=\""
+             "%s/models/half_plus_two/1\"} ", TFS_BINARY_DIR);
+    const char *lat = strstr(t, want);
+    ck_assert_msg(lat && strtod(lat + strlen(want), NULL) > 0, "no load latency line:\n%s", t);
     tfs_http_reply_free(&r);
 
     /* GET only, exact path: the rest is any other non-API path's 404 */

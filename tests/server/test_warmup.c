@@ -3,21 +3,27 @@
  * classify, regress and multi-inference records, skipped when ../shared/fixtures is absent), and
  * through the real tfserve binary: the log reports the records replayed, a damaged file leaves the
  * version END with the error in GetModelStatus, and --enable_model_warmup=false ignores the file.
+ * Warmups made slow on purpose (many iterations of one record) keep a version LOADING long enough
+ * to watch readiness through a model's lifecycle and to send SIGTERM while the server starts.
  *
  * In process, tfs_warmup_run is given the loaded model and, separately, a temporary "version dir"
  * holding only assets.extra/, so the build's demo model is never modified.
  */
 #include <check.h>
 #include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/server.h"
 #include "tensorflow_serving/apis/prediction_log.pb-c.h"
+#include "tests/support/tfs-models.h"
 #include "tests/support/tfs-proc.h"
 #include "tests/support/tfs-test.h"
 
@@ -583,6 +589,210 @@ START_TEST(test_warmup_e2e)
 }
 END_TEST
 
+/* ---- slow warmups: a load that lasts long enough to watch ----------------------------------- */
+
+/* Warmup iterations per record that keep a version LOADING for about 0.35 s here (the demo model
+ * answers one warmup request in about 1 us); the tests below need a window of tens of
+ * milliseconds. */
+#define SLOW_ITERATIONS "--num_request_iterations_for_warmup=300000"
+
+/* Deploys version v of the lifecycle test model (y = 0.5 x + v) with a one-record warmup file:
+ * written under a temporary name, then renamed into place. */
+static void write_slow_version(const char *base, int v)
+{
+    static const float x[] = {1.0f};
+    char     tmp[4200], dst[4200];
+    uint8_t *rec[1];
+    size_t   len[1];
+    snprintf(tmp, sizeof tmp, "%s/tmp-%d", base, v);
+    snprintf(dst, sizeof dst, "%s/%d", base, v);
+    tfs_test_write_model(tmp, (float)v, 0);
+    rec[0] = predict_record(NULL, "x", x, 1, &len[0]);
+    write_warmup(tmp, rec, len, 1);
+    ck_assert_int_eq(rename(tmp, dst), 0);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+    char *text = tfs_test_read_file(path, NULL);
+    bool  found = text && strstr(text, needle);
+    free(text);
+    return found;
+}
+
+/* A SIGTERM that arrives while the server is still starting (a version warming up, the main
+ * thread not yet waiting for signals) is kept until startup ends, then drains: exit 0. It used to
+ * land on a thread OpenBLAS starts before main() (which does not block the signal) and kill the
+ * process outright. */
+START_TEST(test_warmup_sigterm_during_startup)
+{
+    char *tmp = tfs_test_mkdtemp(), base[4200], bin[4200], log_path[4300], bflag[4300];
+    char  port[64], rest[64];
+    snprintf(base, sizeof base, "%s/m", tmp);
+    ck_assert_int_eq(mkdir(base, 0755), 0);
+    write_slow_version(base, 1);
+    snprintf(bin, sizeof bin, "%s/server/tfserve", TFS_BINARY_DIR);
+    snprintf(log_path, sizeof log_path, "%s/tfserve.log", tmp);
+    snprintf(bflag, sizeof bflag, "--model_base_path=%s", base);
+    snprintf(port, sizeof port, "--port=%d", tfs_test_free_port());
+    snprintf(rest, sizeof rest, "--rest_api_port=%d", tfs_test_free_port());
+    char *argv[] = {bin, port, rest, "--model_name=m", bflag, SLOW_ITERATIONS, NULL};
+    tfs_test_server s = {0};
+    s.pid = fork();
+    ck_assert_int_ge(s.pid, 0);
+    if (s.pid == 0) {
+        FILE *log = fopen(log_path, "w");
+        if (log) {
+            dup2(fileno(log), 1);
+            dup2(fileno(log), 2);
+        }
+        execv(bin, argv);
+        _exit(127);
+    }
+    double t0 = mono_s();
+    while (!file_has(log_path, "Starting to read warmup data") && mono_s() - t0 < 20)
+        usleep(2000);
+    ck_assert_msg(file_has(log_path, "Starting to read warmup data"), "no warmup; see %s",
+                  log_path);
+    ck_assert_int_eq(tfs_test_server_signal(&s, SIGTERM), 0);
+    bool starting = !file_has(log_path, "Exporting HTTP/REST API");
+    int status = 0;
+    ck_assert_msg(tfs_test_server_wait(&s, 60000, &status) == 0, "tfserve still runs; see %s",
+                  log_path);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "SIGTERM during startup: exit %d, signal %d (want exit 0); see %s",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                  WIFSIGNALED(status) ? WTERMSIG(status) : 0, log_path);
+    ck_assert_msg(starting, "the warmup ended before the signal was sent: raise SLOW_ITERATIONS");
+    ck_assert(file_has(log_path, "Exporting HTTP/REST API"));
+    ck_assert(file_has(log_path, "received SIGTERM: draining"));
+    char       *text = tfs_test_read_file(log_path, NULL);
+    const char *us = text ? strstr(text, "Elapsed time (microseconds): ") : NULL;
+    fprintf(stderr, "SIGTERM during a %.3f s warmup at startup: drained, exit 0\n",
+            us ? strtod(us + 29, NULL) / 1e6 : -1.0);
+    free(text);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+END_TEST
+
+/* GET /readyz: the HTTP status, and the first model's "state" copied into state. */
+static int readyz(int port, char *state, size_t n)
+{
+    tfs_http_reply r = tfs_http(port, "GET", "/readyz", NULL);
+    json_t *j = r.status > 0 ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    snprintf(state, n, "%s", m ? json_string_value(json_object_get(m, "state")) : "");
+    int status = r.status;
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return status;
+}
+
+/* GET /v1/models/m: "2:LOADING 1:AVAILABLE" (static buffer). */
+static const char *states(int port)
+{
+    static char buf[512];
+    tfs_http_reply r = tfs_http(port, "GET", "/v1/models/m", NULL);
+    json_t *j = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    json_t *list = json_object_get(j, "model_version_status");
+    size_t  used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < json_array_size(list) && used < sizeof buf; i++) {
+        json_t *v = json_array_get(list, i);
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s:%s", i ? " " : "",
+                                 json_string_value(json_object_get(v, "version")),
+                                 json_string_value(json_object_get(v, "state")));
+    }
+    json_decref(j);
+    tfs_http_reply_free(&r);
+    return buf;
+}
+
+/* What /readyz answered while waiting for GET /v1/models/m to show `until`. */
+typedef struct watch {
+    int  n_200, n_503;
+    bool saw_loading;   /* a version was LOADING (in /readyz's model or the status list) */
+} watch;
+
+static watch watch_until(int port, const char *until, double limit_s)
+{
+    watch  w = {0};
+    char   state[64];
+    double t0 = mono_s();
+    for (;;) {
+        int code = readyz(port, state, sizeof state);
+        const char *now = states(port);
+        w.n_200 += code == 200;
+        w.n_503 += code == 503;
+        w.saw_loading |= !strcmp(state, "LOADING") || strstr(now, ":LOADING") != NULL;
+        if (!strcmp(now, until))
+            return w;
+        ck_assert_msg(mono_s() - t0 < limit_s, "no '%s' after %g s (now '%s')", until, limit_s,
+                      now);
+        usleep(10000);
+    }
+}
+
+/* Readiness through a model's lifecycle on the real server, each load slowed by its warmup:
+ * 503 (NO_VERSION) with an empty base path; 503 while the first version is LOADING, 200 once it
+ * is AVAILABLE; 200 throughout while a second version loads and replaces it (the first unloads),
+ * and while the first comes back when the second is deleted (the second unloads); 503 at once
+ * after SIGTERM, and exit 0. (503 once every version is gone: test_health.c.) */
+START_TEST(test_warmup_readiness_transitions)
+{
+    char *tmp = tfs_test_mkdtemp(), base[4200], bflag[4300], state[64];
+    snprintf(base, sizeof base, "%s/m", tmp);
+    ck_assert_int_eq(mkdir(base, 0755), 0);
+    snprintf(bflag, sizeof bflag, "--model_base_path=%s", base);
+    const char *flags[] = {"--model_name=m", bflag, "--file_system_poll_wait_seconds=1",
+                           "--drain_delay_seconds=1", SLOW_ITERATIONS, NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    ck_assert_int_eq(readyz(s.rest_port, state, sizeof state), 503);
+    ck_assert_str_eq(state, "NO_VERSION");
+
+    write_slow_version(base, 1);   /* load: 503 while LOADING, then 200 */
+    watch w = watch_until(s.rest_port, "1:AVAILABLE", 30);
+    ck_assert_msg(w.saw_loading && w.n_503 > 0, "version 1 was never seen LOADING with /readyz "
+                  "503 (%d answers 503, %d 200)", w.n_503, w.n_200);
+    ck_assert_int_eq(readyz(s.rest_port, state, sizeof state), 200);
+    ck_assert_str_eq(state, "AVAILABLE");
+
+    write_slow_version(base, 2);   /* a new version loads while 1 serves: ready throughout */
+    w = watch_until(s.rest_port, "2:AVAILABLE 1:END", 30);
+    ck_assert_msg(w.saw_loading && w.n_503 == 0, "while version 2 loaded: LOADING seen %d, "
+                  "%d answers 503", w.saw_loading, w.n_503);
+
+    tfs_test_remove_version(base, 2);   /* 1 comes back (loading again) before 2 unloads */
+    w = watch_until(s.rest_port, "2:END 1:AVAILABLE", 30);
+    ck_assert_msg(w.saw_loading && w.n_503 == 0, "while version 1 came back: LOADING seen %d, "
+                  "%d answers 503", w.saw_loading, w.n_503);
+
+    ck_assert_int_eq(readyz(s.rest_port, state, sizeof state), 200);
+    double t0 = mono_s();
+    ck_assert_int_eq(tfs_test_server_signal(&s, SIGTERM), 0);   /* drain: 503 at once */
+    int code = 200;
+    while (code == 200 && mono_s() - t0 < 0.9)
+        code = readyz(s.rest_port, state, sizeof state);
+    ck_assert_msg(code == 503, "/readyz %d %.2f s into the drain", code, mono_s() - t0);
+    int status = 0;
+    ck_assert_int_eq(tfs_test_server_wait(&s, 10000, &status), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    unlink(s.log_path);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+END_TEST
+
 Suite *suite_server_warmup(void)
 {
     Suite *s = suite_create("server_warmup");
@@ -600,6 +810,8 @@ Suite *suite_server_warmup(void)
     tcase_set_tags(sys, "system");
     tcase_set_timeout(sys, 120);
     tcase_add_test(sys, test_warmup_e2e);
+    tcase_add_test(sys, test_warmup_sigterm_during_startup);
+    tcase_add_test(sys, test_warmup_readiness_transitions);
     suite_add_tcase(s, sys);
     return s;
 }
