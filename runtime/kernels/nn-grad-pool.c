@@ -18,6 +18,7 @@
  * Both run through tfs__parallel_for over images: an image's input gradient is written by one call
  * in one order, so any split gives the same bits.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "runtime/runtime-impl.h"
@@ -50,20 +51,36 @@ typedef struct pool_job {
                 __VA_ARGS__                                                                        \
             }
 
+/* Channels innermost, in blocks of up to 64: each channel keeps its best value and position
+ * while the window is scanned in the same row-major order with the same strict comparison, so
+ * the winners are those of a per-channel scan, and the compare-and-select loop vectorizes. */
+#define MAX_BLOCK 64
 #define MAX_GRAD(TY)                                                                               \
     do {                                                                                           \
         const TY *X = j->x, *DY = j->dy;                                                           \
         TY *DX = j->dx;                                                                            \
+        TY bv[MAX_BLOCK];                                                                          \
+        int64_t bi[MAX_BLOCK];                                                                     \
         FOR_EACH_WINDOW(j->g, b0, b1, {                                                            \
-            for (int64_t c = 0; c < C; c++) {                                                      \
-                int64_t best = (img_ + h0 * W + w0) * C + c;                                       \
+            for (int64_t cb = 0; cb < C; cb += MAX_BLOCK) {                                        \
+                int64_t nb = C - cb < MAX_BLOCK ? C - cb : MAX_BLOCK;                              \
+                int64_t first = (img_ + h0 * W + w0) * C + cb;                                     \
+                for (int64_t c = 0; c < nb; c++) {                                                 \
+                    bv[c] = X[first + c];                                                          \
+                    bi[c] = first + c;                                                             \
+                }                                                                                  \
                 for (int64_t ih = h0; ih < h1; ih++)                                               \
                     for (int64_t iw = ih == h0 ? w0 + 1 : w0; iw < w1; iw++) {                     \
-                        int64_t i = (img_ + ih * W + iw) * C + c;                                  \
-                        if (X[best] < X[i])                                                        \
-                            best = i;                                                              \
+                        int64_t i0 = (img_ + ih * W + iw) * C + cb;                                \
+                        for (int64_t c = 0; c < nb; c++) {                                         \
+                            TY v = X[i0 + c];                                                      \
+                            bool gt = bv[c] < v;                                                   \
+                            bv[c] = gt ? v : bv[c];                                                \
+                            bi[c] = gt ? i0 + c : bi[c];                                           \
+                        }                                                                          \
                     }                                                                              \
-                DX[best] += DY[o_ + c];                                                            \
+                for (int64_t c = 0; c < nb; c++)                                                   \
+                    DX[bi[c]] += DY[o_ + cb + c];                                                  \
             }                                                                                      \
         })                                                                                         \
     } while (0)
