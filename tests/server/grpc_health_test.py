@@ -208,7 +208,12 @@ def check_drain_under_load(build, demo, tmp):
     try:
         for t in ts:
             t.start()
-        time.sleep(0.7)
+        # Load until some calls have been answered (a fixed sleep saw only 8 under ASan on a
+        # busy machine), then signal.
+        t_end = time.time() + 15
+        while res["ok"] <= 20 and time.time() < t_end:
+            time.sleep(0.05)
+        time.sleep(0.2)
         t_sig[0] = time.time()
         p.proc.send_signal(signal.SIGTERM)
         rc = p.wait(20)
