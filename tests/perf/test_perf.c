@@ -602,7 +602,9 @@ START_TEST(test_system_open_loop)
         ck_assert_msg(ok >= 199 && ok <= 201, "%s: %lld requests in 1 s at 200/s",
                       g ? "grpc" : "rest", (long long)ok);
         double rps = json_real_value(json_object_get(s, "throughput_rps"));
-        ck_assert_msg(rps > 150 && rps <= 201, "throughput %.1f at 200/s", rps);
+        /* The window stretches to the last answer, so one slow answer (a sanitizer build on a
+         * busy machine once took a second) lowers the figure: a loose lower bound. */
+        ck_assert_msg(rps > 100 && rps <= 201, "throughput %.1f at 200/s", rps);
         json_decref(j);
     }
     server_down();
