@@ -6,7 +6,10 @@
  *   3. stop accepting: REST's listening socket is shut (connects are refused, responses carry
  *      "Connection: close") and gRPC's server is shut down (listener closed, GOAWAY);
  *   4. wait for the requests in flight, up to --drain_timeout_seconds, then return 0 so that
- *      main frees everything in order and exits 0.
+ *      main frees everything in order and exits 0. The C core's shutdown also waits for gRPC
+ *      clients to close their connections (its graceful GOAWAY gives each up to 20 s, and an idle
+ *      client that never answers the GOAWAY's ping takes all of them), so once no request of
+ *      either protocol has been in flight for IDLE_GRACE_S, the connections left are closed.
  *
  * Signals stay blocked in every thread (main.c's design); instead of a handler, the waits are
  * sigtimedwait calls on the same set, so a second SIGTERM or SIGINT is seen within one poll tick
@@ -24,6 +27,9 @@
 
 #define LOG_MODULE "drain"
 #define POLL_MS    20
+/* Long enough for a call that a client started just before the GOAWAY to reach us and be counted
+ * (loopback or LAN: well under a millisecond); short enough not to delay the exit noticeably. */
+#define IDLE_GRACE_S 0.3
 
 static double now_s(void)
 {
@@ -87,7 +93,19 @@ int tfs_server_drain(tfs_health *h, struct tfs_rest *rest, struct tfs_grpc *grpc
                  tfs_grpc_in_flight(grpc));
 
     double until = t1 + (double)opts->timeout_seconds;
+    double idle_since = -1.0;   /* when both in-flight counts were last seen turning 0 */
+    bool   closed = false;
     while (tfs_rest_in_flight(rest) > 0 || !tfs_grpc_drained(grpc)) {
+        if (tfs_rest_in_flight(rest) > 0 || tfs_grpc_in_flight(grpc) > 0) {
+            idle_since = -1.0;
+        } else if (idle_since < 0) {
+            idle_since = now_s();
+        } else if (!closed && now_s() - idle_since >= IDLE_GRACE_S) {
+            TFS_LOG_INFO(LOG_MODULE, "no request in flight for %.1fs; closing the gRPC "
+                         "connections that clients still hold open", IDLE_GRACE_S);
+            tfs_grpc_close_connections(grpc);
+            closed = true;
+        }
         if (now_s() >= until) {
             TFS_LOG_ERROR(LOG_MODULE, "timed out after %llds with %d REST and %d gRPC requests "
                           "still in flight; exiting with status 1",

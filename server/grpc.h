@@ -51,6 +51,10 @@ void tfs_grpc_quiesce(tfs_grpc *g);
 int  tfs_grpc_in_flight(const tfs_grpc *g);
 /* After tfs_grpc_quiesce: true once the C core reports that no call is left. */
 bool tfs_grpc_drained(const tfs_grpc *g);
+/* After tfs_grpc_quiesce, when no call is in flight: closes the connections that clients still
+ * hold open (the C core's graceful GOAWAY otherwise waits up to 20 s for each client to close or
+ * to answer its ping), so that tfs_grpc_drained turns true. NULL-safe. */
+void tfs_grpc_close_connections(tfs_grpc *g);
 /* Stops accepting, cancels the calls still in flight, joins the threads and frees. NULL-safe. */
 void tfs_grpc_stop(tfs_grpc *g);
 

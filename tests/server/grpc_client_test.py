@@ -605,6 +605,34 @@ def check_stop_under_load(build, demo, tmp):
         s.stop()
 
 
+def check_stop_with_idle_connection(build, demo, tmp):
+    """SIGTERM while a client holds an HTTP/2 connection open and never answers the GOAWAY's
+    ping (a stuck or hostile client): the C core's graceful shutdown would wait 20 s for it;
+    tfserve closes it once no call is in flight and exits 0 within a second or two."""
+    import socket
+    s = Server(build, "half_plus_two", demo, tmp)
+    conn = socket.create_connection(("127.0.0.1", s.port))
+    try:
+        # The client preface and an empty SETTINGS frame, then silence.
+        conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        time.sleep(0.2)
+        t0 = time.time()
+        s.proc.terminate()
+        try:
+            rc = s.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = "hung"
+        took = time.time() - t0
+        check(rc == 0 and took < 5, "tfserve exits 0 promptly on SIGTERM with an idle client "
+              "connection open (rc %s after %.2f s)" % (rc, took))
+        check("closing the gRPC connections" in s.logs(),
+              "the drain log says it closed the idle connection:\n" + s.logs()[-600:])
+        print("stop with an idle connection open: exit in %.2f s" % took, flush=True)
+    finally:
+        conn.close()
+        s.stop()
+
+
 def check_channel_args(build, demo, tmp):
     """--grpc_channel_arguments reaches the C core: a 1000-byte receive limit refuses a 2 KB
     request with RESOURCE_EXHAUSTED and still serves small ones; bad values stop the start."""
@@ -687,6 +715,7 @@ def main():
         servers.remove(s)
         check_channel_args(a.build, demo, tmp)
         check_stop_under_load(a.build, demo, tmp)
+        check_stop_with_idle_connection(a.build, demo, tmp)
         # One thread on the queue: the same concurrent mix still works, and calls that wait
         # behind big ones past their deadline are answered DEADLINE_EXCEEDED without running.
         s = Server(a.build, "half_plus_two", demo, tmp, ["--grpc_num_threads=1",
