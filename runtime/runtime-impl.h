@@ -268,6 +268,17 @@ enum tfs_code tfs__session_call(tfs_session *s, int fn, tfs_tensor *const *args,
                                 tfs_tensor **results, int n_results, tfs_status *st);
 /* tfs_session_opts.max_loop_iterations as the session applies it (default filled in). */
 int64_t tfs__session_max_loop_iterations(const tfs_session *s);
+/* On a loop-heavy kernel function: also compiled for AVX-512 and AVX2, the copy the CPU runs
+ * chosen once at load (GCC/clang function multiversioning). The runtime is built for baseline
+ * x86-64 (SSE2, 4 floats per instruction); elementwise passes over activations, such as the
+ * fused bias + ReLU epilogue and MaxPool, run 2-4x faster at 16 floats. Only for code whose
+ * results do not depend on the instruction set (no contraction into FMA: -std=c11 turns it off
+ * in GCC; selects, adds and compares are exact). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define TFS_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TFS_SIMD_CLONES
+#endif
 /* array, indexing and string ops (helper ops-array): kernels/array-util.c */
 #define TFS_ARR_MAX_LOOP 16   /* axes of tfs__arr_strided_copy's index space */
 int tfs__nout_attr_num(const tfs_node *n);    /* Unpack: attr num */

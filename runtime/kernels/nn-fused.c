@@ -126,7 +126,7 @@ static enum tfs_code setup_epilogue(tfs_kernel_ctx *k, bool bn, enum act act, in
 
 /* Rows [r0, r1) of e->rows: bias or batch norm, then the activation (the expressions of the
  * BiasAdd, FusedBatchNorm and activation kernels). */
-static void epilogue_range(void *arg, int64_t r0, int64_t r1)
+TFS_SIMD_CLONES static void epilogue_range(void *arg, int64_t r0, int64_t r1)
 {
     const epilogue *e = arg;
     int64_t C = e->n_cols;

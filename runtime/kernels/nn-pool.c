@@ -87,7 +87,7 @@ typedef struct pool_job {
     tfs_tensor       *out;
 } pool_job;
 
-static void max_pool_rows(void *arg, int64_t r0, int64_t r1)
+TFS_SIMD_CLONES static void max_pool_rows(void *arg, int64_t r0, int64_t r1)
 {
     const pool_job *j = arg;
     tfs_nn_geom g = j->g;

@@ -396,6 +396,29 @@ START_TEST(test_gemm_big_b_column_blocks)
 }
 END_TEST
 
+START_TEST(test_gemm_big_b_packed_for_few_slivers)
+{
+    /* A dense layer whose weights pass 4 MiB: B [1100, 1000] (4.4 MB). With 2..8 slivers of rows
+     * B is packed panel by panel (gemm.c, BIG_B_BYTES), with one it is read in place; both must
+     * match the reference, and the bits must not depend on the path: the same rows computed one
+     * call per row (in place) equal the 20-row call (packed). */
+    prob p = {false, false, 20, 1000, 1100, .alpha = 1};
+    bufs d;
+    bufs_init(&p, &d, 77);
+    run(&p, &d);
+    check(&p, &d, tfs__gemm_kernel()->name);
+    float *rows = tfs_malloc((size_t)(p.m * p.n) * sizeof *rows);
+    ck_assert_ptr_nonnull(rows);
+    for (int64_t i = 0; i < p.m; i++)
+        tfs__sgemm(false, false, 1, p.n, p.k, 1.0f, d.a + i * d.lda, d.lda, d.b, d.ldb, 0.0f,
+                   rows + i * p.n, p.n);
+    ck_assert_msg(memcmp(rows, d.c, (size_t)(p.m * p.n) * sizeof *rows) == 0,
+                  "packed (20 rows) and in-place (1 row per call) products differ in bits");
+    tfs_free(rows);
+    bufs_free(&d);
+}
+END_TEST
+
 Suite *suite_runtime_gemm(void)
 {
     Suite *s = suite_create("runtime_gemm");
@@ -412,6 +435,7 @@ Suite *suite_runtime_gemm(void)
     tcase_add_test(tc, test_gemm_isas_agree);
     tcase_add_test(tc, test_gemm_no_workspace);
     tcase_add_test(tc, test_gemm_big_b_column_blocks);
+    tcase_add_test(tc, test_gemm_big_b_packed_for_few_slivers);
     suite_add_tcase(s, tc);
     return s;
 }
