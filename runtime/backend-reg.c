@@ -136,3 +136,11 @@ enum tfs_code tfs__backend_gpu(int id, tfs_backend **out, tfs_status *st)
 }
 
 #endif
+
+bool tfs_runtime_serving_may_use_gpu(void)
+{
+    tfs_device_opts o;
+    tfs__device_settings(&o);
+    tfs_backend *fake;
+    return o.device != TFS_DEVICE_CPU && (use_fake(&fake) || tfs_runtime_gpu_count(NULL, 0) > 0);
+}

@@ -65,4 +65,8 @@ enum tfs_code tfs_device_parse(const char *text, enum tfs_device *device, int *g
  * built without CUDA". Never touches a device's memory. */
 int tfs_runtime_gpu_count(char *why, size_t n);
 
+/* Whether TFS_DEVICE_SERVING sessions may put nodes on a GPU: the device setting is not CPU and
+ * this process has a usable GPU. Graph rewrites that produce CPU-only kernels ask this. */
+bool tfs_runtime_serving_may_use_gpu(void);
+
 #endif

@@ -19,6 +19,13 @@
  * "Relu"] ...); the same for Conv2D (NHWC) -> _FusedConv2D. The fused node takes the last node's
  * name and the product's attrs. Intermediates must have no other use (data or control) and no
  * protected name. The fused kernels compute the same bits as the nodes they replace.
+ *
+ * Residual Add. Then Add|AddV2(c, x) or (x, c), where c is such a _FusedConv2D with fused_ops
+ * ["BiasAdd"] used only by the Add, becomes _FusedConv2D(input, filter, bias, x) with fused_ops
+ * ["BiasAdd", "Add"], and with the Add's only consumer when that is an activation, ["BiasAdd",
+ * "Add", act] (the names TensorFlow's oneDNN remapper uses): ResNet's block ends. Shapes are not
+ * known here; the kernel adds x in its epilogue when x has the product's shape and otherwise
+ * broadcasts as Add does, so the graph means what it meant.
  */
 #include <math.h>
 #include <string.h>
@@ -34,6 +41,11 @@ static tfs_string OPS_RELU[] = {STR("BiasAdd"), STR("Relu")};
 static tfs_string OPS_RELU6[] = {STR("BiasAdd"), STR("Relu6")};
 static tfs_string OPS_ELU[] = {STR("BiasAdd"), STR("Elu")};
 static tfs_string OPS_LEAKY[] = {STR("BiasAdd"), STR("LeakyRelu")};
+static tfs_string OPS_ADD[] = {STR("BiasAdd"), STR("Add")};
+static tfs_string OPS_ADD_RELU[] = {STR("BiasAdd"), STR("Add"), STR("Relu")};
+static tfs_string OPS_ADD_RELU6[] = {STR("BiasAdd"), STR("Add"), STR("Relu6")};
+static tfs_string OPS_ADD_ELU[] = {STR("BiasAdd"), STR("Add"), STR("Elu")};
+static tfs_string OPS_ADD_LEAKY[] = {STR("BiasAdd"), STR("Add"), STR("LeakyRelu")};
 
 static bool is_op(const tfs_rw_graph *rw, int node, const char *op)
 {
@@ -315,6 +327,104 @@ enum tfs_code tfs__rw_fuse(tfs_rw_graph *rw, tfs_status *st)
             continue;
         int act = fusable_activation(rw, id);
         if (!fuse(rw, base, id, act >= 0 ? act : id))
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory fusing nodes");
+    }
+    return rc;
+}
+
+/* ---- Residual Add ------------------------------------------------------------------------------ */
+
+/* fused_ops for BiasAdd + Add [+ act]; NULL when act cannot be fused. */
+static const tfs_string *add_ops_for(const char *act, int *n)
+{
+    *n = 3;
+    if (!act) {
+        *n = 2;
+        return OPS_ADD;
+    }
+    if (!strcmp(act, "Relu"))
+        return OPS_ADD_RELU;
+    if (!strcmp(act, "Relu6"))
+        return OPS_ADD_RELU6;
+    if (!strcmp(act, "Elu"))
+        return OPS_ADD_ELU;
+    if (!strcmp(act, "LeakyRelu"))
+        return OPS_ADD_LEAKY;
+    return NULL;
+}
+
+/* Input i of the Add is a _FusedConv2D ["BiasAdd"] (float, output 0) used by nothing else. */
+static bool plain_fused_conv(const tfs_rw_graph *rw, int add, int i)
+{
+    tfs_edge e = rw->nodes[add].in[i];
+    const tfs_rw_node *c = &rw->nodes[e.node];
+    if (e.index != 0 || !c->alive || !is_op(rw, e.node, "_FusedConv2D") || c->n_in != 3 ||
+        !sole_use(rw, e.node))
+        return false;
+    const tfs_attr_value *ops = tfs__rw_attr(rw, e.node, "fused_ops");
+    return ops && ops->kind == TFS_ATTR_LIST && ops->list.kind == TFS_ATTR_S &&
+           ops->list.n == 1 && ops->list.s[0].data && !strcmp(ops->list.s[0].data, "BiasAdd");
+}
+
+/* Turns `tail` (the Add, or the activation after it) into the conv with the Add (and act). */
+static bool fuse_add(tfs_rw_graph *rw, int conv, int add, tfs_edge side, int tail)
+{
+    tfs_rw_node *t = &rw->nodes[tail];
+    const tfs_rw_node *c = &rw->nodes[conv], *a = &rw->nodes[add];
+    const char *act = tail != add ? t->op : NULL;
+    float alpha;
+    tfs__rw_attr_float(rw, conv, "leakyrelu_alpha", 0.2f, &alpha);
+    if (act && !strcmp(act, "LeakyRelu"))
+        tfs__rw_attr_float(rw, tail, "alpha", 0.2f, &alpha);
+    int n_ops;
+    const tfs_string *ops = add_ops_for(act, &n_ops);
+    tfs_edge in[4] = {c->in[0], c->in[1], c->in[2], side};
+    t->n_in = 0;
+    for (int i = 0; i < 4; i++)
+        if (!tfs__rw_add_input(rw, tail, in[i]))
+            return false;
+    for (int i = 0; i < c->n_ctrl; i++)
+        if (!tfs__rw_add_ctrl(rw, tail, c->ctrl[i]))
+            return false;
+    if (tail != add)
+        for (int i = 0; i < a->n_ctrl; i++)
+            if (!tfs__rw_add_ctrl(rw, tail, a->ctrl[i]))
+                return false;
+    t->op = "_FusedConv2D";
+    t->def = tfs__op_lookup(t->op);
+    t->src = c->src;
+    t->n_attrs = 0;
+    for (int i = 0; i < c->n_attrs; i++)
+        tfs__rw_set_attr(t, c->attrs[i].name, &c->attrs[i].v);
+    tfs_attr_value v = {.kind = TFS_ATTR_LIST,
+                        .list = {.kind = TFS_ATTR_S, .n = n_ops, .s = (tfs_string *)ops}};
+    tfs__rw_set_attr(t, "fused_ops", &v);
+    tfs__rw_set_attr(t, "num_args", &(tfs_attr_value){.kind = TFS_ATTR_I, .i = 2});
+    tfs__rw_set_attr(t, "leakyrelu_alpha", &(tfs_attr_value){.kind = TFS_ATTR_F, .f = alpha});
+    t->n_out = 1;
+    rw->nodes[conv].alive = false;
+    if (tail != add)
+        rw->nodes[add].alive = false;
+    rw->stats->adds_fused++;
+    return true;
+}
+
+enum tfs_code tfs__rw_fuse_add(tfs_rw_graph *rw, tfs_status *st)
+{
+    enum tfs_code rc = tfs__rw_uses(rw, st);   /* the conv fusion changed them */
+    for (int id = 0; rc == TFS_OK && id < rw->n; id++) {
+        const tfs_rw_node *a = &rw->nodes[id];
+        if (!a->alive || !(is_op(rw, id, "Add") || is_op(rw, id, "AddV2")) || a->n_in != 2 ||
+            (a->flags & TFS_RW_FED) || !is_float(rw, id, "T"))
+            continue;
+        int i = plain_fused_conv(rw, id, 0) ? 0 : plain_fused_conv(rw, id, 1) ? 1 : -1;
+        if (i < 0)
+            continue;
+        int act = fusable_activation(rw, id);
+        int n_ops;
+        if (act >= 0 && !add_ops_for(rw->nodes[act].op, &n_ops))
+            act = -1;
+        if (!fuse_add(rw, a->in[i].node, id, a->in[1 - i], act >= 0 ? act : id))
             rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory fusing nodes");
     }
     return rc;

@@ -108,6 +108,7 @@ enum tfs_code tfs__rw_fold_constants(tfs_rw_graph *rw, tfs_status *st);
 enum tfs_code tfs__rw_remove_identities(tfs_rw_graph *rw, tfs_status *st);
 enum tfs_code tfs__rw_fold_batch_norms(tfs_rw_graph *rw, tfs_status *st);
 enum tfs_code tfs__rw_fuse(tfs_rw_graph *rw, tfs_status *st);
+enum tfs_code tfs__rw_fuse_add(tfs_rw_graph *rw, tfs_status *st);
 
 /* Identity-like ops: one input passed through unchanged (what identity removal removes). */
 bool tfs__rw_is_identity_op(const char *op);

@@ -49,6 +49,7 @@ tfs_rewrite_opts tfs_rewrite_opts_default(void)
     o.fold_batch_norms = true;
     o.fuse_matmul = true;
     o.fuse_conv2d = true;
+    o.fuse_add = true;
     o.max_constant_bytes = (int64_t)16 << 20;
     return o;
 }
@@ -456,6 +457,8 @@ static enum tfs_code run_passes(tfs_rw_graph *rw, tfs_status *st)
         rc = tfs__rw_fold_batch_norms(rw, st);
     if (rc == TFS_OK && (o->fuse_matmul || o->fuse_conv2d))
         rc = tfs__rw_fuse(rw, st);
+    if (rc == TFS_OK && o->fuse_conv2d && o->fuse_add)
+        rc = tfs__rw_fuse_add(rw, st);
     if (rc == TFS_OK)
         rc = tfs__rw_prune(rw, st);
     return rc;

@@ -42,6 +42,9 @@ typedef struct tfs_rewrite_opts {
     bool    fold_batch_norms;    /* inference FusedBatchNorm* after Conv2D or a depthwise conv */
     bool    fuse_matmul;         /* MatMul + BiasAdd [+ Relu|Relu6|Elu|LeakyRelu] -> _FusedMatMul */
     bool    fuse_conv2d;         /* Conv2D + BiasAdd [+ Relu|Relu6|Elu|LeakyRelu] -> _FusedConv2D */
+    bool    fuse_add;            /* that _FusedConv2D + Add/AddV2 [+ activation] (a residual
+                                  * connection) -> _FusedConv2D ["BiasAdd", "Add", ...]; a CPU
+                                  * kernel only: off where sessions may run on a GPU */
     int64_t max_constant_bytes;  /* largest new tensor folding may create (default 16 MiB);
                                   * a variable's own value is shared, so it is not limited */
 } tfs_rewrite_opts;
@@ -70,6 +73,7 @@ typedef struct tfs_rewrite_stats {
     int     batch_norms_folded;
     int     matmuls_fused;
     int     conv2ds_fused;
+    int     adds_fused;          /* Adds (and their activations) taken into a _FusedConv2D */
     int64_t constant_bytes;      /* bytes of the tensors the rewrite created (not shared with g's
                                   * constants or variables) */
 } tfs_rewrite_stats;

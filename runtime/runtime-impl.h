@@ -239,8 +239,10 @@ enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t
  * padding), elements of esz bytes, into P. */
 void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
                     void *P);
-/* Called on each chunk of Conv2D output rows ([n_rows, n_cols], row-major) right after its GEMM. */
-typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t n_rows, int64_t n_cols);
+/* Called on each chunk of Conv2D output rows ([n_rows, n_cols], row-major) right after its GEMM;
+ * row0: the chunk's first row in the whole output [batch * out_h * out_w, out_c]. */
+typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_rows,
+                               int64_t n_cols);
 /* Float convolution with stride 1 and dilation 1 without patches (kernels/nn-conv-direct.c):
  * whether g (and out_c filter columns) suits it, and the convolution of in [batch, in_h, in_w,
  * in_c] with f ([k_h * k_w * in_c, out_c] row-major) into out [batch, out_h, out_w, out_c],

@@ -470,10 +470,10 @@ static void log_rewrites(const tfs_savedmodel *m, bool off)
     }
     TFS_LOG_INFO("savedmodel", "%s: graph rewrites: %d of %d signatures on the rewritten graph, "
                  "%d -> %d nodes; constant folding %d (%d variables frozen), identity removal %d, "
-                 "batch norm folding %d, matmul fusion %d, conv2d fusion %d", m->dir,
-                 r->runs_served, usable, r->nodes_before, r->nodes_after, r->constants_folded,
-                 r->variables_frozen, r->identities_removed, r->batch_norms_folded,
-                 r->matmuls_fused, r->conv2ds_fused);
+                 "batch norm folding %d, matmul fusion %d, conv2d fusion %d, residual add "
+                 "fusion %d", m->dir, r->runs_served, usable, r->nodes_before, r->nodes_after,
+                 r->constants_folded, r->variables_frozen, r->identities_removed,
+                 r->batch_norms_folded, r->matmuls_fused, r->conv2ds_fused, r->adds_fused);
 }
 
 enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,

@@ -46,7 +46,7 @@ static bool sig_run(const tfs_signature *s, tfs_rewrite_run *r)
 static bool changed(const tfs_rewrite_stats *rs)
 {
     return rs->constants_folded + rs->identities_removed + rs->batch_norms_folded +
-               rs->matmuls_fused + rs->conv2ds_fused > 0;
+               rs->matmuls_fused + rs->conv2ds_fused + rs->adds_fused > 0;
 }
 
 enum tfs_code tfs__serving_graph_build(tfs_graph *g, tfs_session *values, const tfs_signature *sigs,
@@ -66,7 +66,10 @@ enum tfs_code tfs__serving_graph_build(tfs_graph *g, tfs_session *values, const 
             goto oom;
         sig_of[n_runs++] = i;
     }
-    if ((rc = tfs_graph_rewrite(g, values, runs, n_runs, NULL, &out->graph, &out->stats, st)) !=
+    /* The residual-Add fusion makes a CPU-only kernel: not where the sessions may use a GPU. */
+    tfs_rewrite_opts ro = tfs_rewrite_opts_default();
+    ro.fuse_add = !tfs_runtime_serving_may_use_gpu();
+    if ((rc = tfs_graph_rewrite(g, values, runs, n_runs, &ro, &out->graph, &out->stats, st)) !=
         TFS_OK)
         goto fail;
     if (!out->graph || !changed(&out->stats))

@@ -102,13 +102,17 @@ static enum tfs_code rewrite(loaded *l, tfs_status *st)
     tfs_rewrite_run run = {.feeds = &feed, .n_feeds = 1, .fetches = &fetch, .n_fetches = 1};
     tfs_rewrite_stats rs = {0};
     tfs_graph *fast = NULL;
-    if (tfs_graph_rewrite(l->m.g, NULL, &run, 1, NULL, &fast, &rs, st) != TFS_OK)
+    tfs_rewrite_opts ro = tfs_rewrite_opts_default();
+    ro.fuse_add = !strcmp(device, "cpu");   /* the residual-Add fusion is a CPU kernel */
+    if (tfs_graph_rewrite(l->m.g, NULL, &run, 1, &ro, &fast, &rs, st) != TFS_OK)
         return st->code;
     size_t len = strlen(rewrites);
     snprintf(rewrites + len, sizeof rewrites - len,
-             "%s%s %d -> %d nodes (%d BatchNorms folded, %d MatMul and %d Conv2D fused%s)",
+             "%s%s %d -> %d nodes (%d BatchNorms folded, %d MatMul and %d Conv2D fused, %d "
+             "residual Adds fused%s)",
              len ? "; " : "", l->m.name, rs.nodes_before, rs.nodes_after, rs.batch_norms_folded,
-             rs.matmuls_fused, rs.conv2ds_fused, run.served ? "" : ", not served: plain ops");
+             rs.matmuls_fused, rs.conv2ds_fused, rs.adds_fused,
+             run.served ? "" : ", not served: plain ops");
     if (fast && run.served) {
         l->run_g = fast;
     } else {

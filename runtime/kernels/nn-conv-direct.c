@@ -114,7 +114,8 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
         }
         if (j->rows_fn)
             for (int64_t r = blk; r < blk_end; r++)
-                j->rows_fn(j->arg, j->out + (size_t)(r * g->out_w) * (size_t)oc, g->out_w, oc);
+                j->rows_fn(j->arg, j->out + (size_t)(r * g->out_w) * (size_t)oc, r * g->out_w,
+                           g->out_w, oc);
     }
 }
 

@@ -205,7 +205,7 @@ static void conv_chunks(void *arg, int64_t c0, int64_t c1)
         tfs__nn_im2col(j->g, j->in->data, esz, r0, nr, P);
         gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f->data, O);
         if (j->rows_fn)
-            j->rows_fn(j->arg, O, nr, j->out_c);
+            j->rows_fn(j->arg, O, r0, nr, j->out_c);
     }
     tfs_free(P);
 }
@@ -248,7 +248,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     char *P = NULL;
     if (out->nelem == 0 || kdim == 0) {   /* kdim = 0: in_c = 0, a sum of nothing */
         if (rows_fn && out->nelem > 0)
-            rows_fn(arg, O, rows, out_c);
+            rows_fn(arg, O, 0, rows, out_c);
         goto done;
     }
     /* Stride and dilation 1 with long window rows: no patches at all (nn-conv-direct.c); an
@@ -291,7 +291,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         }
         gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);
         if (rows_fn)
-            rows_fn(arg, O + (size_t)(r0 * out_c) * esz, nr, out_c);
+            rows_fn(arg, O + (size_t)(r0 * out_c) * esz, r0, nr, out_c);
     }
 done:
     tfs_free(P);

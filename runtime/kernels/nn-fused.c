@@ -10,22 +10,27 @@
  * fused_ops is ["BiasAdd"] (args: bias [C]) or, for _FusedConv2D, ["FusedBatchNorm"] (args:
  * scale, offset, mean, variance [C]; y = (x - mean) * scale * rsqrt(variance + epsilon) + offset
  * as the inference FusedBatchNorm kernel computes it), optionally followed by one activation:
- * "Relu", "Relu6", "Elu" or "LeakyRelu" (slope leakyrelu_alpha). float only, as TensorFlow's CPU
- * kernels; other combinations are UNIMPLEMENTED.
+ * "Relu", "Relu6", "Elu" or "LeakyRelu" (slope leakyrelu_alpha). _FusedConv2D also takes
+ * ["BiasAdd", "Add"] and ["BiasAdd", "Add", activation] (args: bias, then the tensor added: the
+ * names TensorFlow's oneDNN remapper gives a residual connection), computing
+ * act(Add(BiasAdd(conv, bias), side)). float only; other combinations are UNIMPLEMENTED.
  *
  * The product goes through the same GEMM calls as MatMul's and Conv2D's kernels, and the bias and
  * activation are applied to the GEMM's output rows with the very expressions of the BiasAdd,
- * FusedBatchNorm and activation kernels, so a fused node computes the same bits as the nodes it
- * replaces. Conv2D applies them per chunk of rows right after that chunk's GEMM (still in cache;
+ * FusedBatchNorm, Add and activation kernels, so a fused node computes the same bits as the nodes it
+ * replaces (float addition is commutative, so the side of the Add the product was on does not
+ * matter). Conv2D applies them per chunk of rows right after that chunk's GEMM (still in cache;
  * tfs__nn_conv2d); MatMul makes one GEMM (as MatMul does) then one pass over its output. The pass
- * is split over rows with tfs__parallel_for.
+ * is split over rows with tfs__parallel_for. An added tensor of the output's own shape is added in
+ * the same pass; any other shape (one that broadcasts) takes the general route: the product with
+ * its bias first, then Add's broadcasting into a new output, then the activation.
  */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/runtime-impl.h"
+#include "runtime/kernels/math-impl.h"
 
 enum act { ACT_NONE, ACT_RELU, ACT_RELU6, ACT_ELU, ACT_LEAKY_RELU };
 
@@ -34,52 +39,63 @@ typedef struct epilogue {
     const float *mean;     /* FusedBatchNorm: [C], with fac and offset */
     const float *offset;
     float       *fac;      /* scale * rsqrt(variance + epsilon), computed per call */
+    const float *side;     /* Add: the tensor added, shaped as the output (NULL: none) */
     enum act     act;
     float        alpha;    /* LeakyRelu */
     float       *rows;     /* the chunk being processed (set per call) */
+    const float *side_rows;   /* side's rows of that chunk */
     int64_t      n_cols;
 } epilogue;
 
-/* Parses fused_ops: the first op (BiasAdd or FusedBatchNorm) and the activation. */
-static enum tfs_code parse_fused_ops(const tfs_node *n, bool allow_bn, bool *bn, enum act *act,
-                                     tfs_status *st)
+/* Parses fused_ops: the first op (BiasAdd or FusedBatchNorm), an Add after BiasAdd (allow_add),
+ * and the activation. */
+static enum tfs_code parse_fused_ops(const tfs_node *n, bool allow_bn, bool allow_add, bool *bn,
+                                     bool *add, enum act *act, tfs_status *st)
 {
     const tfs_attr_list *ops;
     enum tfs_code rc = tfs__attr_list(n, "fused_ops", TFS_ATTR_S, &ops, st);
     if (rc != TFS_OK)
         return rc;
     *act = ACT_NONE;
-    *bn = false;
-    bool ok = ops->n == 1 || ops->n == 2;
+    *bn = *add = false;
+    int i = 0;
+    bool ok = ops->n >= 1 && ops->n <= 3;
     if (ok) {
         const char *first = ops->s[0].data ? ops->s[0].data : "";
         *bn = allow_bn && !strcmp(first, "FusedBatchNorm");
         ok = *bn || !strcmp(first, "BiasAdd");
+        i = 1;
     }
-    if (ok && ops->n == 2) {
+    if (ok && !*bn && allow_add && i < ops->n && ops->s[i].data && !strcmp(ops->s[i].data, "Add")) {
+        *add = true;
+        i++;
+    }
+    if (ok && i < ops->n) {
         static const char *const names[] = {"Relu", "Relu6", "Elu", "LeakyRelu"};
         static const enum act acts[] = {ACT_RELU, ACT_RELU6, ACT_ELU, ACT_LEAKY_RELU};
-        const char *second = ops->s[1].data ? ops->s[1].data : "";
+        const char *name = ops->s[i].data ? ops->s[i].data : "";
         ok = false;
-        for (int i = 0; i < 4 && !ok; i++)
-            if (!strcmp(second, names[i])) {
-                *act = acts[i];
+        for (int j = 0; j < 4 && !ok; j++)
+            if (!strcmp(name, names[j])) {
+                *act = acts[j];
                 ok = true;
             }
+        i++;
     }
-    if (!ok) {
+    if (!ok || i != ops->n) {
         char list[160] = "";
         size_t len = 0;
-        for (int i = 0; i < ops->n && len < sizeof list; i++)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
-                                    ops->s[i].data ? ops->s[i].data : "");
+        for (int j = 0; j < ops->n && len < sizeof list; j++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "",
+                                    ops->s[j].data ? ops->s[j].data : "");
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "fused_ops [%s] is not supported", list);
     }
     return TFS_OK;
 }
 
-/* Reads num_args, epsilon and leakyrelu_alpha and checks the args: count, dtype, shape [C]. */
-static enum tfs_code setup_epilogue(tfs_kernel_ctx *k, bool bn, enum act act, int64_t C,
+/* Reads num_args, epsilon and leakyrelu_alpha and checks the args: count, dtype, shape [C] (the
+ * tensor an Add adds: float, any shape; the caller decides how it is added). */
+static enum tfs_code setup_epilogue(tfs_kernel_ctx *k, bool bn, bool add, enum act act, int64_t C,
                                     epilogue *e, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -92,17 +108,20 @@ static enum tfs_code setup_epilogue(tfs_kernel_ctx *k, bool bn, enum act act, in
         rc = tfs__nn_attr_float(n, "leakyrelu_alpha", 0.2f, &e->alpha, st);
     if (rc != TFS_OK)
         return rc;
-    int want = bn ? 4 : 1;
+    int want = bn ? 4 : add ? 2 : 1;
     if (num_args != want || k->n_in != 2 + want)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "%s needs num_args = %d and %d inputs, "
-                             "has num_args = %lld and %d inputs", bn ? "FusedBatchNorm" : "BiasAdd",
-                             want, 2 + want, (long long)num_args, k->n_in);
+                             "has num_args = %lld and %d inputs",
+                             bn ? "FusedBatchNorm" : add ? "BiasAdd + Add" : "BiasAdd", want,
+                             2 + want, (long long)num_args, k->n_in);
     for (int i = 2; i < k->n_in; i++) {
         const tfs_tensor *t = k->in[i];
         char buf[128];
         if (t->dtype != TFS_DTYPE_FLOAT)
             return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input %d has dtype %s, not float",
                                  i, tfs_dtype_short_name(t->dtype));
+        if (add && i == 3)
+            continue;
         if (t->rank != 1 || t->dims[0] != C)
             return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                                  "input %d must have shape [%lld] (the output channels), got %s", i,
@@ -124,8 +143,8 @@ static enum tfs_code setup_epilogue(tfs_kernel_ctx *k, bool bn, enum act act, in
     return TFS_OK;
 }
 
-/* Rows [r0, r1) of e->rows: bias or batch norm, then the activation (the expressions of the
- * BiasAdd, FusedBatchNorm and activation kernels). */
+/* Rows [r0, r1) of e->rows: bias or batch norm (or neither), the added tensor (if any), then the
+ * activation (the expressions of the BiasAdd, FusedBatchNorm, Add and activation kernels). */
 TFS_SIMD_CLONES static void epilogue_range(void *arg, int64_t r0, int64_t r1)
 {
     const epilogue *e = arg;
@@ -135,9 +154,14 @@ TFS_SIMD_CLONES static void epilogue_range(void *arg, int64_t r0, int64_t r1)
         if (e->bias) {
             for (int64_t c = 0; c < C; c++)
                 y[c] = y[c] + e->bias[c];
-        } else {
+        } else if (e->mean) {
             for (int64_t c = 0; c < C; c++)
                 y[c] = (y[c] - e->mean[c]) * e->fac[c] + e->offset[c];
+        }
+        if (e->side_rows) {
+            const float *x = e->side_rows + r * C;
+            for (int64_t c = 0; c < C; c++)
+                y[c] = y[c] + x[c];
         }
         switch (e->act) {
         case ACT_RELU:
@@ -164,10 +188,11 @@ TFS_SIMD_CLONES static void epilogue_range(void *arg, int64_t r0, int64_t r1)
 
 /* Applies the epilogue to n_rows rows of C floats. Conv2D may call it from several threads at
  * once (for disjoint rows), so the rows go into a copy of the epilogue. */
-static void epilogue_rows(void *arg, void *rows, int64_t n_rows, int64_t n_cols)
+static void epilogue_rows(void *arg, void *rows, int64_t row0, int64_t n_rows, int64_t n_cols)
 {
     epilogue e = *(const epilogue *)arg;
     e.rows = rows;
+    e.side_rows = e.side ? e.side + row0 * n_cols : NULL;
     e.n_cols = n_cols;
     int64_t grain = n_cols > 0 ? (16384 + n_cols - 1) / n_cols : 1;   /* ~64 KiB per range */
     tfs__parallel_for(n_rows, grain, epilogue_range, &e);
@@ -183,15 +208,45 @@ static enum tfs_code check_float(const tfs_node *n, tfs_status *st)
     return rc;
 }
 
+/* The general route of an Add whose tensor is not shaped as the product's output: Add's
+ * broadcasting of k->out[0] (the product with its bias) and side into a new output, then act. */
+static enum tfs_code add_broadcast(tfs_kernel_ctx *k, const tfs_tensor *side, enum act act,
+                                   float alpha, tfs_status *st)
+{
+    tfs_tensor *y = k->out[0], *res = NULL;
+    tfs_bcast bc;
+    enum tfs_code rc = tfs__bcast_init(y, side, NULL, &bc, st);
+    if (rc == TFS_OK)
+        rc = tfs_tensor_new(TFS_DTYPE_FLOAT, bc.out_rank, bc.out_dims, &res, st);
+    if (rc != TFS_OK) {
+        char why[sizeof st->msg];
+        snprintf(why, sizeof why, "%s", st->msg);
+        tfs_tensor_unref(y);
+        k->out[0] = NULL;
+        return tfs__node_err(k->node, st, rc, "%s", why);
+    }
+    const float *A = y->data, *B = side->data;
+    float *O = res->data;
+    TFS_BCAST_WALK(&bc, res->nelem, O[o] = A[pa] + B[pb]);
+    int64_t C = bc.out_dims[bc.out_rank - 1];
+    if (act != ACT_NONE && res->nelem > 0) {
+        epilogue e = {.act = act, .alpha = alpha};
+        epilogue_rows(&e, res->data, 0, res->nelem / C, C);
+    }
+    tfs_tensor_unref(y);
+    k->out[0] = res;
+    return TFS_OK;
+}
+
 enum tfs_code tfs__k_fused_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
-    bool bn;
+    bool bn, add;
     enum act act;
     epilogue e = {0};
     enum tfs_code rc = check_float(n, st);
     if (rc == TFS_OK)
-        rc = parse_fused_ops(n, true, &bn, &act, st);
+        rc = parse_fused_ops(n, true, true, &bn, &add, &act, st);
     if (rc != TFS_OK)
         return rc;
     if (k->n_in < 2 || k->in[1]->rank != 4) {
@@ -201,8 +256,27 @@ enum tfs_code tfs__k_fused_conv2d(tfs_kernel_ctx *k, tfs_status *st)
                                          : tfs_shape_str(k->in[1]->rank, k->in[1]->dims, buf,
                                                          sizeof buf));
     }
-    if ((rc = setup_epilogue(k, bn, act, k->in[1]->dims[3], &e, st)) == TFS_OK)
-        rc = tfs__nn_conv2d(k, epilogue_rows, &e, st);
+    const tfs_tensor *f = k->in[1];
+    if ((rc = setup_epilogue(k, bn, add, act, f->dims[3], &e, st)) != TFS_OK)
+        goto done;
+    bool general = false;
+    if (add) {
+        /* The product's output shape decides the route: the added tensor joins the epilogue when
+         * it has that very shape. */
+        const tfs_tensor *side = k->in[3];
+        tfs_nn_geom g;
+        if ((rc = tfs__nn_geom_init(n, k->in[0], f->dims[0], f->dims[1], true, &g, st)) != TFS_OK)
+            goto done;
+        int64_t od[4] = {g.batch, g.out_h, g.out_w, f->dims[3]};
+        general = side->rank != 4 || memcmp(side->dims, od, sizeof od) != 0;
+        if (general)
+            e.act = ACT_NONE;   /* applied after the Add */
+        else
+            e.side = side->data;
+    }
+    if ((rc = tfs__nn_conv2d(k, epilogue_rows, &e, st)) == TFS_OK && general)
+        rc = add_broadcast(k, k->in[3], act, e.alpha, st);
+done:
     tfs_free(e.fac);
     return rc;
 }
@@ -210,7 +284,7 @@ enum tfs_code tfs__k_fused_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
-    bool ta, tb, bn;
+    bool ta, tb, bn, add;
     enum act act;
     epilogue e = {0};
     enum tfs_code rc = check_float(n, st);
@@ -219,7 +293,7 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
     if (rc == TFS_OK)
         rc = tfs__nn_attr_bool(n, "transpose_b", false, &tb, st);
     if (rc == TFS_OK)
-        rc = parse_fused_ops(n, false, &bn, &act, st);
+        rc = parse_fused_ops(n, false, false, &bn, &add, &act, st);
     if (rc != TFS_OK)
         return rc;
     char sa[128], sb[128];
@@ -250,7 +324,7 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
                                  "input %d: matrix dimensions above %d are not supported", i,
                                  INT_MAX);
     }
-    if ((rc = setup_epilogue(k, bn, act, nn, &e, st)) != TFS_OK)
+    if ((rc = setup_epilogue(k, bn, false, act, nn, &e, st)) != TFS_OK)
         return rc;
     tfs_tensor *out = NULL;
     int64_t dims[2] = {m, nn};
@@ -263,7 +337,7 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
         tfs__sgemm(ta, tb, m, nn, ka, 1.0f, a->data, a->dims[1], b->data, b->dims[1], 0.0f,
                    out->data, nn);
     if (out->nelem > 0)
-        epilogue_rows(&e, out->data, m, nn);
+        epilogue_rows(&e, out->data, 0, m, nn);
     k->out[0] = out;
     return TFS_OK;
 }

@@ -1,8 +1,9 @@
 /* The fused kernels the rewrites produce (runtime/kernels/nn-fused.c) against float64 references
  * computed by loops in the test: _FusedMatMul with every transpose and every activation,
  * _FusedConv2D with BiasAdd and FusedBatchNorm epilogues (im2col and 1x1 paths, strides, SAME
- * padding), empty products and batches, and the errors: unsupported fused_ops, wrong num_args or
- * arg shapes, other dtypes. Tolerance: 1e-6 relative to the sum of the magnitudes of each output's
+ * padding), _FusedConv2D with a residual Add (the added tensor shaped as the output, or
+ * broadcasting either way), empty products and batches, and the errors: unsupported fused_ops,
+ * wrong num_args or arg shapes, other dtypes. Tolerance: 1e-6 relative to the sum of the magnitudes of each output's
  * terms (float rounding of a dot product), plus 1e-6 absolute for activations near zero. */
 #include <check.h>
 #include <math.h>
@@ -27,20 +28,22 @@ static double act_ref(int act, double x, double alpha)
     }
 }
 
-static void set_fused_ops(tfs_graph *g, int id, const char *first, const char *second)
+/* fused_ops = the names up to the first NULL (at most 3). */
+static void set_fused_ops(tfs_graph *g, int id, const char *const *names)
 {
-    tfs_string s[2] = {{strlen(first), (char *)first},
-                       {second ? strlen(second) : 0, (char *)second}};
-    tfs_attr_value v = {.kind = TFS_ATTR_LIST,
-                        .list = {.kind = TFS_ATTR_S, .n = second ? 2 : 1, .s = s}};
+    tfs_string s[3];
+    int n = 0;
+    for (; n < 3 && names[n]; n++)
+        s[n] = (tfs_string){strlen(names[n]), (char *)names[n]};
+    tfs_attr_value v = {.kind = TFS_ATTR_LIST, .list = {.kind = TFS_ATTR_S, .n = n, .s = s}};
     tfs_graph_set_attr(g, id, "fused_ops", &v);
 }
 
 /* Builds "op" of type `op` over Placeholders in0..in{n-1} fed with in[], with the given fused ops
- * (first NULL: no fused_ops attr) and num_args; `attrs` may add more. Runs it once. */
-static enum tfs_code run_fused(const char *op, int n, tfs_tensor *const *in, const char *first,
-                               const char *second, int64_t num_args, enum tfs_dtype T,
-                               const nn_attrs *attrs, tfs_tensor **out, tfs_status *st)
+ * (ops NULL: no fused_ops attr) and num_args; `attrs` may add more. Runs it once. */
+static enum tfs_code run_fused_ops(const char *op, int n, tfs_tensor *const *in,
+                                   const char *const *ops, int64_t num_args, enum tfs_dtype T,
+                                   const nn_attrs *attrs, tfs_tensor **out, tfs_status *st)
 {
     tfs_graph *g = NULL;
     ck_assert_int_eq(tfs_graph_new(&g, NULL), TFS_OK);
@@ -55,14 +58,23 @@ static enum tfs_code run_fused(const char *op, int n, tfs_tensor *const *in, con
     }
     tfs_graph_set_attr_type(g, id, "T", T);
     tfs_graph_set_attr_int(g, id, "num_args", num_args);
-    if (first)
-        set_fused_ops(g, id, first, second);
+    if (ops)
+        set_fused_ops(g, id, ops);
     if (attrs)
         nn_apply_attrs(g, id, (void *)attrs);
     tfs_session *s = rt_session(g, NULL);
     enum tfs_code rc = rt_run1(s, feeds, n, "op:0", out, st);
     tfs_session_free(s);
     return rc;
+}
+
+/* run_fused_ops with fused_ops [first] or [first, second] (first NULL: no fused_ops attr). */
+static enum tfs_code run_fused(const char *op, int n, tfs_tensor *const *in, const char *first,
+                               const char *second, int64_t num_args, enum tfs_dtype T,
+                               const nn_attrs *attrs, tfs_tensor **out, tfs_status *st)
+{
+    const char *ops[3] = {first, second, NULL};
+    return run_fused_ops(op, n, in, first ? ops : NULL, num_args, T, attrs, out, st);
 }
 
 /* ---- _FusedMatMul --------------------------------------------------------------------------- */
@@ -305,6 +317,156 @@ START_TEST(test_fused_conv_errors)
 }
 END_TEST
 
+/* ---- _FusedConv2D with a residual Add -------------------------------------------------------- */
+
+/* conv(x, f) + bias, then + side (broadcast as Add does: side's dims are each the output's or 1,
+ * aligned at the last axis, or the output's are 1 where side's are not), then act; against the
+ * float64 loop. */
+typedef struct add_case {
+    int64_t n, h, w, c, k, oc;
+    const char *padding;
+    int side_rank;
+    int64_t side[4];
+    int act;
+} add_case;
+
+static void check_conv_add(const add_case *ac)
+{
+    int64_t xd[4] = {ac->n, ac->h, ac->w, ac->c}, fd[4] = {ac->k, ac->k, ac->c, ac->oc};
+    tfs_tensor *x = nn_random_f32(4, xd, 51), *f = nn_random_f32(4, fd, 52);
+    tfs_tensor *b = nn_random_f32(1, &ac->oc, 53);
+    tfs_tensor *sd = nn_random_f32(ac->side_rank, ac->side, 54);
+    bool same = !strcmp(ac->padding, "SAME");
+    int64_t oh = same ? ac->h : ac->h - ac->k + 1, ow = same ? ac->w : ac->w - ac->k + 1;
+    int64_t ph = same ? (ac->k - 1) / 2 : 0, pw = ph;
+    int64_t cd[4] = {ac->n, oh, ow, ac->oc}, od[4], sd4[4];
+    for (int i = 0; i < 4; i++) {   /* side's dims aligned at the last axis */
+        int j = i - (4 - ac->side_rank);
+        sd4[i] = j >= 0 ? ac->side[j] : 1;
+        od[i] = cd[i] > sd4[i] ? cd[i] : sd4[i];
+    }
+    size_t total = (size_t)(od[0] * od[1] * od[2] * od[3]);
+    double *want = tfs_calloc(total + 1, sizeof *want), *mag = tfs_calloc(total + 1, sizeof *mag);
+    const float *X = x->data, *F = f->data, *B = b->data, *S = sd->data;
+    for (int64_t i0 = 0; i0 < od[0]; i0++)
+        for (int64_t i1 = 0; i1 < od[1]; i1++)
+            for (int64_t i2 = 0; i2 < od[2]; i2++)
+                for (int64_t o = 0; o < od[3]; o++) {
+                    int64_t bb = cd[0] == 1 ? 0 : i0, i = cd[1] == 1 ? 0 : i1;
+                    int64_t j = cd[2] == 1 ? 0 : i2, oo = cd[3] == 1 ? 0 : o;
+                    double s = 0, sm = 0;
+                    for (int64_t di = 0; di < ac->k; di++)
+                        for (int64_t dj = 0; dj < ac->k; dj++) {
+                            int64_t y = i + di - ph, z = j + dj - pw;
+                            if (y < 0 || y >= ac->h || z < 0 || z >= ac->w)
+                                continue;
+                            for (int64_t c = 0; c < ac->c; c++) {
+                                double t = (double)X[((bb * ac->h + y) * ac->w + z) * ac->c + c] *
+                                           F[((di * ac->k + dj) * ac->c + c) * ac->oc + oo];
+                                s += t;
+                                sm += fabs(t);
+                            }
+                        }
+                    int64_t si = (((sd4[0] == 1 ? 0 : i0) * sd4[1] + (sd4[1] == 1 ? 0 : i1)) *
+                                      sd4[2] + (sd4[2] == 1 ? 0 : i2)) * sd4[3] +
+                                 (sd4[3] == 1 ? 0 : o);
+                    double v = s + B[oo] + S[si];
+                    size_t idx = (size_t)(((i0 * od[1] + i1) * od[2] + i2) * od[3] + o);
+                    want[idx] = act_ref(ac->act, v, 0.2);
+                    mag[idx] = sm + fabs(B[oo]) + fabs(S[si]);
+                }
+    nn_attrs at = {0};
+    nn_attr_ints(&at, "strides", 4, (int64_t[]){1, 1, 1, 1});
+    nn_attr_str(&at, "padding", ac->padding);
+    tfs_tensor *in[4] = {x, f, b, sd}, *out = NULL;
+    tfs_status st;
+    const char *ops[3] = {"BiasAdd", "Add", ACT_NAMES[ac->act]};
+    ck_assert_msg(run_fused_ops("_FusedConv2D", 4, in, ops, 2, TFS_DTYPE_FLOAT, &at, &out, &st) ==
+                      TFS_OK, "%s", st.msg);
+    char what[96];
+    snprintf(what, sizeof what, "conv k%lld %s + side rank %d act %d", (long long)ac->k,
+             ac->padding, ac->side_rank, ac->act);
+    nn_assert_close(out, 4, od, want, mag, 1e-6, 1e-6, what);
+    tfs_tensor_unref(out);
+    tfs_free(want);
+    tfs_free(mag);
+    tfs_tensor_unref(x);
+    tfs_tensor_unref(f);
+    tfs_tensor_unref(b);
+    tfs_tensor_unref(sd);
+}
+
+START_TEST(test_fused_conv_add_values)
+{
+    static const add_case cases[] = {
+        /* the side shaped as the output: added in the epilogue (im2col, then direct paths) */
+        {2, 7, 6, 3, 3, 5, "SAME", 4, {2, 7, 6, 5}, A_RELU},
+        {2, 7, 6, 3, 3, 5, "SAME", 4, {2, 7, 6, 5}, A_NONE},
+        {2, 9, 20, 16, 5, 40, "SAME", 4, {2, 9, 20, 40}, A_RELU6},
+        {1, 4, 4, 3, 3, 2, "VALID", 4, {1, 2, 2, 2}, A_LEAKY},
+        /* broadcasting: a per-channel vector, and a side that enlarges the output */
+        {2, 5, 5, 3, 3, 4, "SAME", 1, {4}, A_RELU},
+        {2, 5, 5, 3, 3, 4, "SAME", 4, {1, 5, 1, 1}, A_ELU},
+        {2, 3, 3, 4, 3, 5, "VALID", 4, {2, 3, 3, 5}, A_LEAKY},
+        {0, 5, 5, 3, 3, 2, "SAME", 4, {0, 5, 5, 2}, A_RELU},   /* empty batch */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_conv_add(&cases[i]);
+}
+END_TEST
+
+START_TEST(test_fused_conv_add_errors)
+{
+    int64_t xd[4] = {1, 4, 4, 2}, fd[4] = {3, 3, 2, 3}, bd[1] = {3}, sd[4] = {1, 4, 4, 3};
+    tfs_tensor *x = nn_random_f32(4, xd, 1), *f = nn_random_f32(4, fd, 2);
+    tfs_tensor *b = nn_random_f32(1, bd, 4), *side = nn_random_f32(4, sd, 5);
+    tfs_tensor *bad_side = nn_random_f32(1, (int64_t[]){2}, 6), *int_side = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_INT32, 4, sd, &int_side, &st), TFS_OK);
+    memset(int_side->data, 0, (size_t)int_side->nelem * sizeof(int32_t));
+    nn_attrs at = {0};
+    nn_attr_ints(&at, "strides", 4, (int64_t[]){1, 1, 1, 1});
+    nn_attr_str(&at, "padding", "SAME");
+    tfs_tensor *out = NULL;
+    tfs_tensor *in[4] = {x, f, b, side};
+    static const char *const add_add[] = {"BiasAdd", "Add", "Add"};
+    ck_assert_int_eq(run_fused_ops("_FusedConv2D", 4, in, add_add, 2, TFS_DTYPE_FLOAT, &at, &out,
+                                   &st), TFS_UNIMPLEMENTED);
+    rt_assert_err(st, TFS_UNIMPLEMENTED, "BiasAdd, Add, Add");
+    static const char *const bn_add[] = {"FusedBatchNorm", "Add", NULL};
+    ck_assert_int_eq(run_fused_ops("_FusedConv2D", 4, in, bn_add, 2, TFS_DTYPE_FLOAT, &at, &out,
+                                   &st), TFS_UNIMPLEMENTED);
+    static const char *const bias_add[] = {"BiasAdd", "Add", NULL};
+    ck_assert_int_eq(run_fused_ops("_FusedConv2D", 3, in, bias_add, 1, TFS_DTYPE_FLOAT, &at, &out,
+                                   &st), TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "num_args = 2");
+    in[3] = int_side;
+    ck_assert_int_eq(run_fused_ops("_FusedConv2D", 4, in, bias_add, 2, TFS_DTYPE_FLOAT, &at, &out,
+                                   &st), TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "input 3 has dtype int32");
+    in[3] = bad_side;   /* [2] against 3 channels */
+    ck_assert_int_eq(run_fused_ops("_FusedConv2D", 4, in, bias_add, 2, TFS_DTYPE_FLOAT, &at, &out,
+                                   &st), TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Incompatible shapes");
+    ck_assert_ptr_null(out);
+    /* _FusedMatMul takes no Add. */
+    int64_t ad[2] = {2, 3};
+    tfs_tensor *a = nn_random_f32(2, ad, 7), *w = nn_random_f32(2, (int64_t[]){3, 3}, 8);
+    tfs_tensor *mside = nn_random_f32(2, (int64_t[]){2, 3}, 9);
+    ck_assert_int_eq(run_fused_ops("_FusedMatMul", 4, (tfs_tensor *[]){a, w, b, mside}, bias_add,
+                                   2, TFS_DTYPE_FLOAT, NULL, &out, &st), TFS_UNIMPLEMENTED);
+    tfs_tensor_unref(a);
+    tfs_tensor_unref(w);
+    tfs_tensor_unref(mside);
+    tfs_tensor_unref(x);
+    tfs_tensor_unref(f);
+    tfs_tensor_unref(b);
+    tfs_tensor_unref(side);
+    tfs_tensor_unref(bad_side);
+    tfs_tensor_unref(int_side);
+}
+END_TEST
+
 Suite *suite_runtime_nn_fused(void)
 {
     Suite *s = suite_create("runtime_nn_fused");
@@ -313,6 +475,8 @@ Suite *suite_runtime_nn_fused(void)
     tcase_add_test(tc, test_fused_matmul_errors);
     tcase_add_test(tc, test_fused_conv_values);
     tcase_add_test(tc, test_fused_conv_errors);
+    tcase_add_test(tc, test_fused_conv_add_values);
+    tcase_add_test(tc, test_fused_conv_add_errors);
     suite_add_tcase(s, tc);
     return s;
 }

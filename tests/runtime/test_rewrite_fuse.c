@@ -189,6 +189,9 @@ END_TEST
 /* ---- convolutions --------------------------------------------------------------------------- */
 
 static tfs_out conv(tfs_graph *g, tfs_out x, tfs_out w, int64_t stride, int64_t dil,
+                    const char *padding);
+
+static tfs_out conv(tfs_graph *g, tfs_out x, tfs_out w, int64_t stride, int64_t dil,
                     const char *padding)
 {
     tfs_out c = tfs_build_op(g, "Conv2D", NULL, 2, (tfs_out[]){x, w});
@@ -402,6 +405,89 @@ START_TEST(test_rewrite_batch_norm_not_folded)
 }
 END_TEST
 
+/* ---- residual Add ---------------------------------------------------------------------------- */
+
+/* conv k x k (stride, padding) + bias with weights in Consts from seeds: the plain ops. */
+static tfs_out conv_bias(tfs_graph *g, const char *name, tfs_out x, int64_t k, int64_t cin,
+                         int64_t cout, int64_t stride, const char *padding, uint32_t seed)
+{
+    char n[64];
+    int64_t wd[4] = {k, k, cin, cout};
+    snprintf(n, sizeof n, "%s/w", name);
+    tfs_out w = cconst(g, n, nn_random_f32(4, wd, seed));
+    snprintf(n, sizeof n, "%s/b", name);
+    tfs_out b = cconst(g, n, vec(cout, seed + 1, 0.5f, 0.0f));
+    snprintf(n, sizeof n, "%s/bias", name);
+    return tfs_build_op(g, "BiasAdd", n, 2, (tfs_out[]){conv(g, x, w, stride, 1, padding), b});
+}
+
+/* x [-1,6,6,8]: a ResNet identity block (Relu(AddV2(conv(Relu(conv x)), x))), a projection block
+ * (Add of two convolutions, no activation), a per-channel vector added to a convolution (AddV2
+ * with the product second, Relu6: the kernel's broadcasting route) and a 3x3 VALID convolution
+ * ([-1,1,1,8]) added to the [-1,3,3,8] before it (the side enlarges the output; LeakyRelu). Each
+ * Add and its activation join the convolution, computing the same bits; "r1" is fetched too. */
+START_TEST(test_rewrite_residual_add)
+{
+    tfs_graph *g = new_graph();
+    tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
+    tfs_out a = tfs_build_op(g, "Relu", "a", 1,
+                             (tfs_out[]){conv_bias(g, "c1", x, 3, 8, 8, 1, "SAME", 10)});
+    tfs_out c = conv_bias(g, "c2", a, 3, 8, 8, 1, "SAME", 20);
+    tfs_out r1 = tfs_build_op(g, "Relu", "r1", 1,
+                              (tfs_out[]){tfs_build_op(g, "AddV2", "add1", 2, (tfs_out[]){c, x})});
+    tfs_out p = conv_bias(g, "proj", r1, 1, 8, 8, 2, "VALID", 30);
+    tfs_out q = conv_bias(g, "c3", r1, 3, 8, 8, 2, "SAME", 40);
+    tfs_out r2 = tfs_build_op(g, "Add", "add2", 2, (tfs_out[]){p, q});
+    tfs_out v = cconst(g, "v", vec(8, 50, 3.0f, 1.0f));
+    tfs_out s3 = conv_bias(g, "c4", r2, 1, 8, 8, 1, "VALID", 60);
+    tfs_out r3 = tfs_build_op(g, "Relu6", "r3", 1,
+                              (tfs_out[]){tfs_build_op(g, "AddV2", "add3", 2, (tfs_out[]){v, s3})});
+    tfs_out t = conv_bias(g, "c5", r3, 3, 8, 8, 1, "VALID", 70);
+    tfs_out r4 = tfs_build_op(g, "AddV2", "add4", 2, (tfs_out[]){t, r3});
+    tfs_out y = tfs_build_op(g, "LeakyRelu", "r4", 1, &r4);
+    tfs_build_op(g, "Identity", "y", 1, &y);
+    rwt_vars vars = {0};
+    tfs_session *s = rwt_session(g, &vars);
+    int64_t xd[4] = {2, 6, 6, 8};
+    tfs_tensor *xt = nn_random_f32(4, xd, 9);
+    tfs_feed feed = {"x:0", xt};
+    tfs_rewrite_run run = rwt_run(1, (const char *const[]){"x:0"}, 2,
+                                  (const char *const[]){"y:0", "r1:0"});
+    tfs_rewrite_stats rs;
+    rwt_check_each(g, s, run, &feed, 0.0, &rs);
+    ck_assert_int_eq(rs.adds_fused, 4);
+    tfs_graph *rg = rwt_rewrite(g, s, &run, 1, NULL, &rs);
+    rwt_compare(s, rg, &feed, 1, run.fetches, 2, 0.0, "residual adds fused");
+    ck_assert_str_eq(rwt_op(rg, "r1"), "_FusedConv2D");
+    ck_assert_str_eq(rwt_op(rg, "add2"), "_FusedConv2D");
+    ck_assert_str_eq(rwt_op(rg, "r3"), "_FusedConv2D");
+    ck_assert_str_eq(rwt_op(rg, "r4"), "_FusedConv2D");
+    ck_assert_int_eq(rwt_count_op(rg, "AddV2") + rwt_count_op(rg, "Add"), 0);
+    ck_assert_int_eq(tfs_graph_node_attr(rg, tfs_graph_find_node(rg, "r1"), "fused_ops")->list.n,
+                     3);
+    ck_assert(rwt_has_input(rg, "r1", "x:0"));
+    /* A batch of another size, and an empty one, through the same rewritten graph. */
+    int64_t od[4] = {5, 6, 6, 8}, ed[4] = {0, 6, 6, 8};
+    tfs_tensor *other = nn_random_f32(4, od, 11), *empty = nn_random_f32(4, ed, 12);
+    rwt_compare(s, rg, &(tfs_feed){"x:0", other}, 1, run.fetches, 2, 0.0, "batch 5");
+    rwt_compare(s, rg, &(tfs_feed){"x:0", empty}, 1, run.fetches, 2, 0.0, "empty batch");
+    tfs_graph_unref(rg);
+    /* Off (where sessions may use a GPU): the Adds stay. */
+    tfs_rewrite_opts o = tfs_rewrite_opts_default();
+    o.fuse_add = false;
+    rg = rwt_rewrite(g, s, &run, 1, &o, &rs);
+    ck_assert_int_eq(rs.adds_fused, 0);
+    ck_assert_int_eq(rwt_count_op(rg, "AddV2"), 3);
+    rwt_compare(s, rg, &feed, 1, run.fetches, 2, 0.0, "residual adds not fused");
+    tfs_graph_unref(rg);
+    tfs_tensor_unref(other);
+    tfs_tensor_unref(empty);
+    tfs_tensor_unref(xt);
+    tfs_session_free(s);
+    tfs_graph_unref(g);
+}
+END_TEST
+
 Suite *suite_runtime_rewrite_fuse(void)
 {
     Suite *s = suite_create("runtime_rewrite_fuse");
@@ -412,6 +498,7 @@ Suite *suite_runtime_rewrite_fuse(void)
     tcase_add_test(tc, test_rewrite_conv_nchw_not_fused);
     tcase_add_test(tc, test_rewrite_batch_norm_folding);
     tcase_add_test(tc, test_rewrite_batch_norm_not_folded);
+    tcase_add_test(tc, test_rewrite_residual_add);
     suite_add_tcase(s, tc);
     return s;
 }
