@@ -18,7 +18,11 @@
  * is computed by one task with the kernels' fixed order (gemm-impl.h), so results do not depend
  * on the thread count or on how a caller splits its rows into calls.
  *   Workspace is one tfs_malloc per call, freed at the end (glibc's adaptive mmap threshold keeps
- * repeated sizes off mmap). When it cannot be had the product runs without packing, or, for a
+ * repeated sizes off mmap).
+ *   A constant B (tfs__sgemm_const_b: a Const's value) that a product would pack is packed once,
+ * all of it, into panels laid out as a call's ([k block][panel]), kept on the tensor and read by
+ * every later call with the same B, kernel and layout: weights are not packed again per batch
+ * (the CNN's 12.8 MB dense layer, each im2col chunk of a convolution). When it cannot be had the product runs without packing, or, for a
  * transposed B, by a plain loop: slower, still correct.
  */
 #include <stdatomic.h>
@@ -42,6 +46,8 @@
 #define BIG_B_SLIVERS 2
 /* Packed B per column block at most; a larger B is done in column blocks one after another. */
 #define B_PACK_BYTES ((size_t)32 << 20)
+/* A constant B is kept packed only up to this size (the copy doubles its memory). */
+#define KEEP_PACKED_BYTES ((double)(256 << 20))
 /* Estimated nanoseconds of work per thread below which another thread does not pay for its
  * dispatch and cache misses (a pool dispatch costs about 1 us). */
 #define MIN_NS_PER_THREAD 3000.0
@@ -152,7 +158,7 @@ typedef struct gemm {
     bool         pack_a, pack_b;
     int64_t      a_stride;     /* row stride of a packed A block */
     float       *bp;           /* packed B: [nkb][nj] panels of kcs x NR */
-    atomic_int  *bstate;       /* [nkb][nj] PANEL_* */
+    atomic_int  *bstate;       /* [nkb][nj] PANEL_*; NULL: all packed already (a constant B) */
     float       *ap;           /* per-lane A blocks of mc x a_stride */
     int          tm, tn;       /* task grid: tm row groups x tn panel groups */
     atomic_int   next_task;
@@ -243,7 +249,7 @@ static void run_task(gemm *g, int task, float *abuf)
                 t.a_rs = g->lda;
                 t.a_cs = 1;
             }
-            if (g->pack_b)
+            if (g->pack_b && g->bstate)
                 acquire_b(g, kb, p0, p1);
             /* Panels per step: several for a wide tile (few rows, B in place). */
             int64_t step = !g->pack_b && mc <= g->K->wide_mr ? g->K->wide_nr / NR : 1;
@@ -361,8 +367,80 @@ static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
             c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
 }
 
-void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+/* The packed copy of a constant B kept on its tensor: what it was made from, and the panels. */
+typedef struct packed_b {
+    const tfs_gemm_kernel *K;
+    bool                   tb;
+    const float           *b;
+    int64_t                k, n, ldb;
+    float                 *panels;   /* [nkb][units_n] panels of kcs x NR, 64-byte aligned */
+    void                  *mem;
+} packed_b;
+
+void tfs__gemm_packed_free(void *packed)
+{
+    packed_b *p = packed;
+    if (!p)
+        return;
+    tfs_free(p->mem);
+    tfs_free(p);
+}
+
+/* The whole of g's B packed (g->j0 = 0, every panel), or NULL when memory runs out. */
+static packed_b *pack_all(gemm *g, int64_t units_n)
+{
+    const int NR = g->K->nr;
+    if ((double)g->nkb * (double)units_n * (double)g->kcs * NR * sizeof(float) > KEEP_PACKED_BYTES)
+        return NULL;
+    size_t floats = (size_t)(g->nkb * units_n * g->kcs * NR);
+    packed_b *p = tfs_calloc(1, sizeof *p);
+    if (!p || !(p->mem = tfs_malloc(floats * sizeof(float) + 64))) {
+        tfs_free(p);
+        return NULL;
+    }
+    *p = (packed_b){.K = g->K, .tb = g->tb, .b = g->B, .k = g->k, .n = g->n, .ldb = g->ldb,
+                    .mem = p->mem, .panels = (float *)(((uintptr_t)p->mem + 63) & ~(uintptr_t)63)};
+    gemm pg = *g;
+    pg.j0 = 0;
+    pg.nj = units_n;
+    pg.bp = p->panels;
+    for (int64_t kb = 0; kb < g->nkb; kb++) {
+        int64_t pc = kb * g->kcs, kc = g->k - pc < g->kcs ? g->k - pc : g->kcs;
+        for (int64_t jp = 0; jp < units_n; jp++)
+            pack_b_panel(&pg, pc, kc, jp, panel(&pg, kb, jp));
+    }
+    return p;
+}
+
+/* The packed copy of g's B kept on `owner`, made now if the tensor has none; NULL when the
+ * tensor keeps another B (or another kernel's layout) or memory runs out: the caller packs as
+ * usual. */
+static const packed_b *constant_b(gemm *g, const tfs_tensor *owner, int64_t units_n)
+{
+    tfs_tensor *t = (tfs_tensor *)owner;   /* the cache is the one field a const tensor changes */
+    packed_b *p = atomic_load_explicit(&t->gemm_packed, memory_order_acquire);
+    if (!p) {
+        packed_b *mine = pack_all(g, units_n);
+        if (!mine)
+            return NULL;
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&t->gemm_packed, &expected, mine,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            p = mine;
+        } else {
+            tfs__gemm_packed_free(mine);   /* another thread kept its copy first */
+            p = expected;
+        }
+    }
+    bool same = p->K == g->K && p->tb == g->tb && p->b == g->B && p->k == g->k && p->n == g->n &&
+                p->ldb == g->ldb;
+    return same ? p : NULL;
+}
+
+static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                  int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float beta,
+                  float *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -390,7 +468,9 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
 
     /* Columns per block: all of them unless packed B would pass B_PACK_BYTES. */
     int64_t panel_bytes = g.nkb * g.kcs * NR * (int64_t)sizeof(float);
-    int64_t nj = g.pack_b ? (int64_t)(B_PACK_BYTES / (size_t)panel_bytes) : units_n;
+    const packed_b *kept = g.pack_b && b_const ? constant_b(&g, b_const, units_n) : NULL;
+    int64_t nj = kept ? units_n : g.pack_b ? (int64_t)(B_PACK_BYTES / (size_t)panel_bytes)
+                                           : units_n;
     if (nj < 1)
         nj = 1;
     if (nj > units_n)
@@ -406,8 +486,8 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
         threads = by_work < 1 ? 1 : (int)by_work;
     int min_tasks = one_ns > 200000.0 ? 2 * threads : threads;
 
-    size_t bbytes = g.pack_b ? (size_t)(nj * panel_bytes) + 64 : 0;
-    size_t sbytes = g.pack_b ? (size_t)(g.nkb * nj) * sizeof(atomic_int) + 64 : 0;
+    size_t bbytes = g.pack_b && !kept ? (size_t)(nj * panel_bytes) + 64 : 0;
+    size_t sbytes = g.pack_b && !kept ? (size_t)(g.nkb * nj) * sizeof(atomic_int) + 64 : 0;
     size_t abytes = g.pack_a ? (size_t)threads * (size_t)(g.mc * g.a_stride) * sizeof(float) + 64
                              : 0;
     char *ws = NULL;
@@ -418,10 +498,13 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
         }
         g.pack_a = g.pack_b = false;
         nj = units_n;
+        kept = NULL;
     }
+    if (kept)
+        g.bp = kept->panels;   /* bstate stays NULL: every panel is ready */
     if (ws) {
         uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
-        if (g.pack_b) {
+        if (g.pack_b && !kept) {
             g.bp = (float *)p;
             p = (p + (uintptr_t)(nj * panel_bytes) + 63) & ~(uintptr_t)63;
             g.bstate = (atomic_int *)p;
@@ -433,7 +516,7 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
 
     for (g.j0 = 0; g.j0 < units_n; g.j0 += nj) {
         g.nj = units_n - g.j0 < nj ? units_n - g.j0 : nj;
-        if (g.pack_b)
+        if (g.pack_b && !kept)
             for (int64_t i = 0; i < g.nkb * g.nj; i++)
                 atomic_init(&g.bstate[i], PANEL_EMPTY);
         int lanes = plan_tasks(&g, threads, min_tasks);
@@ -444,4 +527,17 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
             lane(&g, 0, 1);
     }
     tfs_free(ws);
+}
+
+void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    sgemm(ta, tb, m, n, k, alpha, a, lda, NULL, b, ldb, beta, c, ldc);
+}
+
+void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
+                        int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    sgemm(ta, tb, m, n, k, alpha, a, lda, b_const, b, ldb, beta, c, ldc);
 }

@@ -335,6 +335,19 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                 int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+/* tfs__sgemm where B lies in b_const, a tensor whose contents never change while it lives (a
+ * Const's value; NULL: none). Where the product would pack B (several slivers of rows; see
+ * gemm.c), the packed panels are made once, kept on b_const (freed with it) and reused by later
+ * calls with the same B: a served model's weights are packed at its first large batch instead of
+ * at every batch. Same results, bit for bit, as tfs__sgemm. */
+void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
+                        int64_t ldb, float beta, float *c, int64_t ldc);
+/* Frees what tfs__sgemm_const_b kept on a tensor (tensor.c, when the tensor goes). NULL-safe. */
+void tfs__gemm_packed_free(void *packed);
+/* Whether input i of k's node is the tensor a Const holds (not a value fed in its place): one
+ * that never changes, which tfs__sgemm_const_b may keep packed (kernels/array.c). */
+bool tfs__input_is_const(const tfs_kernel_ctx *k, int i);
 
 /* Calls fn(arg, begin, end) over disjoint ranges covering [0, n), each at least `grain` long
  * (except the last), possibly from several threads, and returns when all calls are done. The

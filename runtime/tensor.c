@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "runtime/alloc.h"
+#include "runtime/runtime-impl.h"
 
 /* ---- dtypes --------------------------------------------------------------------------------- */
 
@@ -366,6 +367,7 @@ void tfs_tensor_unref(tfs_tensor *t)
     }
     if (t->dealloc)
         t->dealloc(t->data, t->dealloc_arg);
+    tfs__gemm_packed_free(atomic_load_explicit(&t->gemm_packed, memory_order_acquire));
     tfs_free(t);
 }
 

@@ -77,6 +77,8 @@ typedef struct tfs_tensor {
     atomic_int         refs;
     tfs_tensor_dealloc dealloc;
     void              *dealloc_arg;
+    void *_Atomic      gemm_packed;   /* a constant's matrix packed for the GEMM (runtime/gemm.c),
+                                       * made on first use and freed with the tensor */
 } tfs_tensor;
 
 /* Bytes per element; for DT_STRING sizeof(tfs_string), for DT_RESOURCE sizeof(void *);

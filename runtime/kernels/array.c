@@ -4,6 +4,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "runtime/runtime-impl.h"
 
@@ -85,6 +86,18 @@ enum tfs_code tfs__k_const(tfs_kernel_ctx *k, tfs_status *st)
                              tfs_dtype_short_name(v->tensor->dtype), tfs_dtype_short_name(dt->type));
     k->out[0] = tfs_tensor_ref(v->tensor);
     return TFS_OK;
+}
+
+bool tfs__input_is_const(const tfs_kernel_ctx *k, int i)
+{
+    /* The very tensor a Const holds (not a value fed in its place): it never changes. */
+    if (!k->graph || i < 0 || i >= k->n_in || i >= k->node->n_inputs)
+        return false;
+    int src = k->node->inputs[i].node;
+    if (src < 0 || src >= k->graph->n_nodes || strcmp(k->graph->nodes[src].op_type, "Const"))
+        return false;
+    const tfs_attr_value *v = tfs__attr(&k->graph->nodes[src], "value");
+    return v && v->kind == TFS_ATTR_TENSOR && v->tensor == k->in[i];
 }
 
 /* Reads Reshape's shape input (int32 or int64 vector) into dims[]. */

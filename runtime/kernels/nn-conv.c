@@ -168,12 +168,14 @@ static void im2col_rows(void *arg, int64_t r0, int64_t r1)
                    j->P + (size_t)(r0 * j->kdim) * j->esz);
 }
 
-/* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major. */
+/* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major; f_const: the Const tensor F
+ * is, or NULL (tfs__sgemm_const_b). */
 static void gemm_rows(enum tfs_dtype T, int64_t rows, int64_t n_out, int64_t kdim, const void *A,
-                      const void *F, void *out)
+                      const tfs_tensor *f_const, const void *F, void *out)
 {
     if (T == TFS_DTYPE_FLOAT)
-        tfs__sgemm(false, false, rows, n_out, kdim, 1.0f, A, kdim, F, n_out, 0.0f, out, n_out);
+        tfs__sgemm_const_b(false, false, rows, n_out, kdim, 1.0f, A, kdim, f_const, F, n_out,
+                           0.0f, out, n_out);
     else
         tfs__dgemm(false, false, rows, n_out, kdim, 1.0, A, kdim, F, n_out, 0.0, out, n_out);
 }
@@ -183,6 +185,7 @@ typedef struct conv_job {
     const tfs_nn_geom *g;
     enum tfs_dtype     T;
     const tfs_tensor  *in, *f;
+    const tfs_tensor  *f_const;   /* f when it is a Const's tensor, else NULL */
     char              *O;
     int64_t            rows, chunk, kdim, out_c;
     tfs_nn_rows_fn     rows_fn;
@@ -203,7 +206,7 @@ static void conv_chunks(void *arg, int64_t c0, int64_t c1)
         int64_t r0 = c * j->chunk, nr = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
         char *O = j->O + (size_t)(r0 * j->out_c) * esz;
         tfs__nn_im2col(j->g, j->in->data, esz, r0, nr, P);
-        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f->data, O);
+        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f_const, j->f->data, O);
         if (j->rows_fn)
             j->rows_fn(j->arg, O, r0, nr, j->out_c);
     }
@@ -223,6 +226,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     if ((rc = tfs__nn_geom_init(n, in, f->dims[0], f->dims[1], true, &g, st)) != TFS_OK)
         return rc;
     int64_t out_c = f->dims[3];
+    const tfs_tensor *f_const = tfs__input_is_const(k, 1) ? f : NULL;
     if (g.in_c != f->dims[2]) {
         if (g.in_c > 0 && g.in_c % f->dims[2] == 0)
             return tfs__node_err(n, st, TFS_UNIMPLEMENTED,
@@ -268,8 +272,8 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     if (!direct && threads > 1 && rows >= (int64_t)threads * CHUNKS_PER_THREAD * MIN_CHUNK_ROWS) {
         int64_t even = (rows + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
                        ((int64_t)threads * CHUNKS_PER_THREAD);
-        conv_job j = {&g, T, in, f, O, rows, even < chunk ? even : chunk, kdim, out_c, rows_fn,
-                      arg, 0};
+        conv_job j = {&g, T, in, f, f_const, O, rows, even < chunk ? even : chunk, kdim, out_c,
+                      rows_fn, arg, 0};
         tfs__parallel_for((rows + j.chunk - 1) / j.chunk, 1, conv_chunks, &j);
         if (atomic_load(&j.oom)) {
             rc = tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory for the patch buffer");
@@ -289,7 +293,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
             tfs__parallel_for(nr, MIN_CHUNK_ROWS / 4, im2col_rows, &ij);
             A = P;
         }
-        gemm_rows(T, nr, out_c, kdim, A, f->data, O + (size_t)(r0 * out_c) * esz);
+        gemm_rows(T, nr, out_c, kdim, A, f_const, f->data, O + (size_t)(r0 * out_c) * esz);
         if (rows_fn)
             rows_fn(arg, O + (size_t)(r0 * out_c) * esz, r0, nr, out_c);
     }

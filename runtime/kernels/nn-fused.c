@@ -334,8 +334,9 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
         return rc;
     /* The call MatMul makes (sgemm with beta 0 writes every element of out). */
     if (m > 0 && nn > 0 && ka > 0)
-        tfs__sgemm(ta, tb, m, nn, ka, 1.0f, a->data, a->dims[1], b->data, b->dims[1], 0.0f,
-                   out->data, nn);
+        tfs__sgemm_const_b(ta, tb, m, nn, ka, 1.0f, a->data, a->dims[1],
+                           tfs__input_is_const(k, 1) ? b : NULL, b->data, b->dims[1], 0.0f,
+                           out->data, nn);
     if (out->nelem > 0)
         epilogue_rows(&e, out->data, 0, m, nn);
     k->out[0] = out;

@@ -61,9 +61,11 @@ static bool sgemm_abt_transposed(int64_t m, int64_t n, int64_t k, const float *A
 }
 
 /* One product into C (which holds zeros). False for a dtype we have no kernel for. The caller
- * has checked that m, n, k, lda and ldb fit in an int. */
+ * has checked that m, n, k, lda and ldb fit in an int. b_const: the Const tensor B lies in, or
+ * NULL (tfs__sgemm_const_b). */
 static bool gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 const void *A, int64_t lda, const void *B, int64_t ldb, void *C)
+                 const void *A, int64_t lda, const tfs_tensor *b_const, const void *B, int64_t ldb,
+                 void *C)
 {
     bool blas = m > 0 && n > 0 && k > 0;
     switch (dt) {
@@ -72,7 +74,7 @@ static bool gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int6
             sgemm_abt_transposed(m, n, k, A, lda, B, ldb, C))
             return true;
         if (blas)
-            tfs__sgemm(ta, tb, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, n);
+            tfs__sgemm_const_b(ta, tb, m, n, k, 1.0f, A, lda, b_const, B, ldb, 0.0f, C, n);
         return true;
     case TFS_DTYPE_DOUBLE:
         if (blas)
@@ -168,7 +170,8 @@ enum tfs_code tfs__k_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = (ka == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 2, dims, &out,
                                                                         st)) != TFS_OK)
         return rc;
-    gemm(T, ta, tb, m, nn, ka, a->data, a->dims[1], b->data, b->dims[1], out->data);
+    gemm(T, ta, tb, m, nn, ka, a->data, a->dims[1], tfs__input_is_const(k, 1) ? b : NULL, b->data,
+         b->dims[1], out->data);
     k->out[0] = out;
     return TFS_OK;
 }
@@ -268,7 +271,7 @@ enum tfs_code tfs__k_batch_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
             offx += c * xs[d];
             offy += c * ys[d];
         }
-        gemm(T, adj_x, adj_y, m, nn, kx, X + (size_t)(offx * xr * xc) * esz, xc,
+        gemm(T, adj_x, adj_y, m, nn, kx, X + (size_t)(offx * xr * xc) * esz, xc, NULL,
              Y + (size_t)(offy * yr * yc) * esz, yc, O + (size_t)(bi * m * nn) * esz);
     }
     k->out[0] = out;

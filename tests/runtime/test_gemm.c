@@ -419,6 +419,56 @@ START_TEST(test_gemm_big_b_packed_for_few_slivers)
 }
 END_TEST
 
+static void const_b(const char *isa)
+{
+    /* A constant B kept packed on its tensor (tfs__sgemm_const_b): the same bits as tfs__sgemm,
+     * on the first call (which packs) and on later ones (which reuse the copy); products that do
+     * not pack B (one sliver) leave the tensor alone; another B on the same tensor (an offset
+     * pointer) or another kernel does not use the copy and is still right. */
+    int64_t k = 700, n = 90, bd[2] = {k, n};
+    tfs_tensor *bt = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_FLOAT, 2, bd, &bt, &st), TFS_OK);
+    float *b = rnd(k * n, 31), *a = rnd(200 * k, 32);
+    memcpy(bt->data, b, (size_t)(k * n) * sizeof(float));
+    float *want = tfs_malloc((size_t)(200 * n) * sizeof *want);
+    float *got = tfs_malloc((size_t)(200 * n) * sizeof *got);
+    ck_assert(want && got);
+    static const int64_t ms[] = {1, 200, 130, 200};
+    for (int i = 0; i < 4; i++) {
+        int64_t m = ms[i];
+        tfs__sgemm(false, false, m, n, k, 1.0f, a, k, bt->data, n, 0.0f, want, n);
+        tfs__sgemm_const_b(false, false, m, n, k, 1.0f, a, k, bt, bt->data, n, 0.0f, got, n);
+        ck_assert_msg(memcmp(want, got, (size_t)(m * n) * sizeof *got) == 0,
+                      "%s m=%lld: kept packed B changed the bits", isa, (long long)m);
+        void *kept = atomic_load(&bt->gemm_packed);
+        ck_assert_msg(i == 0 ? kept == NULL : kept != NULL, "%s m=%lld: packed copy %s", isa,
+                      (long long)m, kept ? "kept" : "not kept");
+    }
+    /* The last 600 rows of the same tensor as B: another B, not the copy. */
+    const float *b2 = (const float *)bt->data + 100 * n;
+    tfs__sgemm(false, false, 200, n, 600, 1.0f, a, k, b2, n, 0.0f, want, n);
+    tfs__sgemm_const_b(false, false, 200, n, 600, 1.0f, a, k, bt, b2, n, 0.0f, got, n);
+    ck_assert_msg(memcmp(want, got, (size_t)(200 * n) * sizeof *got) == 0,
+                  "%s: an offset B on a tensor with a kept copy", isa);
+    prob p = {false, false, 200, n, k, .alpha = 1};
+    bufs d = {.a = a, .b = bt->data, .c = got, .lda = k, .ldb = n, .ldc = n};
+    tfs__sgemm_const_b(false, false, 200, n, k, 1.0f, a, k, bt, bt->data, n, 0.0f, got, n);
+    d.c0 = got;
+    check(&p, &d, isa);   /* against the float64 reference too */
+    tfs_free(a);
+    tfs_free(b);
+    tfs_free(want);
+    tfs_free(got);
+    tfs_tensor_unref(bt);   /* frees the kept copy (ASan, valgrind) */
+}
+
+START_TEST(test_gemm_const_b_kept)
+{
+    each_isa(const_b);
+}
+END_TEST
+
 Suite *suite_runtime_gemm(void)
 {
     Suite *s = suite_create("runtime_gemm");
@@ -436,6 +486,7 @@ Suite *suite_runtime_gemm(void)
     tcase_add_test(tc, test_gemm_no_workspace);
     tcase_add_test(tc, test_gemm_big_b_column_blocks);
     tcase_add_test(tc, test_gemm_big_b_packed_for_few_slivers);
+    tcase_add_test(tc, test_gemm_const_b_kept);
     suite_add_tcase(s, tc);
     return s;
 }

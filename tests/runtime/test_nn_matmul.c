@@ -320,6 +320,56 @@ START_TEST(test_nn_batch_matmul_v1_v3)
 }
 END_TEST
 
+/* MatMul with a Const B keeps B packed on the Const's tensor from its first large product
+ * (tfs__sgemm_const_b): later runs give the same bits. A tensor fed in the Const's place is not
+ * the Const's own: it is never kept, so a caller that changes its contents between runs gets
+ * products of the new contents. */
+START_TEST(test_nn_matmul_const_b)
+{
+    int64_t ad[2] = {120, 300}, bd[2] = {300, 70};
+    tfs_tensor *a = nn_random_f32(2, ad, 1), *b = nn_random_f32(2, bd, 2);
+    tfs_graph *g = NULL;
+    ck_assert_int_eq(tfs_graph_new(&g, NULL), TFS_OK);
+    rt_placeholder(g, "a", TFS_DTYPE_FLOAT);
+    rt_const(g, "w", tfs_tensor_ref(b));
+    rt_node(g, "y", "MatMul", "a", "w", TFS_DTYPE_FLOAT);
+    tfs_session *s = rt_session(g, NULL);
+    tfs_feed feed = {"a", a};
+    tfs_tensor *y1 = NULL, *y2 = NULL, *y3 = NULL;
+    tfs_status st;
+    ck_assert_int_eq(rt_run1(s, &feed, 1, "y:0", &y1, &st), TFS_OK);
+    ck_assert_int_eq(rt_run1(s, &feed, 1, "y:0", &y2, &st), TFS_OK);
+    ck_assert(memcmp(y1->data, y2->data, y1->nbytes) == 0);
+    ck_assert_ptr_nonnull(atomic_load(&b->gemm_packed));   /* the Const's tensor keeps B packed */
+    double *want = tfs_malloc((size_t)(120 * 70) * sizeof *want);
+    double *mag = tfs_malloc((size_t)(120 * 70) * sizeof *mag);
+    ref_matmul(a->data, 120, 300, false, b->data, 300, 70, false, want, mag);
+    nn_assert_close(y2, 2, (int64_t[]){120, 70}, want, mag, 1e-5, 1e-6, "MatMul, Const B kept");
+    /* Fed in the Const's place, then changed: the product follows. */
+    tfs_tensor *w = nn_random_f32(2, bd, 3);
+    tfs_feed feeds[2] = {{"a", a}, {"w", w}};
+    ck_assert_int_eq(rt_run1(s, feeds, 2, "y:0", &y3, &st), TFS_OK);
+    tfs_tensor_unref(y3);
+    float *wd = w->data;
+    for (int64_t i = 0; i < w->nelem; i++)
+        wd[i] = -wd[i] * 0.5f;
+    ck_assert_int_eq(rt_run1(s, feeds, 2, "y:0", &y3, &st), TFS_OK);
+    ck_assert_ptr_null(atomic_load(&w->gemm_packed));
+    ref_matmul(a->data, 120, 300, false, w->data, 300, 70, false, want, mag);
+    nn_assert_close(y3, 2, (int64_t[]){120, 70}, want, mag, 1e-5, 1e-6,
+                    "MatMul, B fed in the Const's place and changed");
+    tfs_free(want);
+    tfs_free(mag);
+    tfs_tensor_unref(y1);
+    tfs_tensor_unref(y2);
+    tfs_tensor_unref(y3);
+    tfs_tensor_unref(w);
+    tfs_tensor_unref(a);
+    tfs_tensor_unref(b);
+    tfs_session_free(s);
+}
+END_TEST
+
 Suite *suite_runtime_nn_matmul(void)
 {
     Suite *s = suite_create("runtime_nn_matmul");
@@ -333,6 +383,7 @@ Suite *suite_runtime_nn_matmul(void)
     tcase_add_test(tc, test_nn_matmul_errors);
     tcase_add_test(tc, test_nn_batch_matmul_broadcast);
     tcase_add_test(tc, test_nn_batch_matmul_v1_v3);
+    tcase_add_test(tc, test_nn_matmul_const_b);
     suite_add_tcase(s, tc);
     return s;
 }
