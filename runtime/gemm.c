@@ -18,12 +18,13 @@
  * is computed by one task with the kernels' fixed order (gemm-impl.h), so results do not depend
  * on the thread count or on how a caller splits its rows into calls.
  *   Workspace is one tfs_malloc per call, freed at the end (glibc's adaptive mmap threshold keeps
- * repeated sizes off mmap).
- *   A constant B (tfs__sgemm_const_b: a Const's value) that a product would pack is packed once,
- * all of it, into panels laid out as a call's ([k block][panel]), kept on the tensor and read by
- * every later call with the same B, kernel and layout: weights are not packed again per batch
- * (the CNN's 12.8 MB dense layer, each im2col chunk of a convolution). When it cannot be had the product runs without packing, or, for a
+ * repeated sizes off mmap). When it cannot be had the product runs without packing, or, for a
  * transposed B, by a plain loop: slower, still correct.
+ *   A constant B (tfs__sgemm_const_b: a Const's value) that a product packs is packed once, all
+ * of it, into panels laid out as a call's ([k block][panel]), kept on the tensor and read by every
+ * later call with the same B, kernel and layout: weights are not packed again per batch (the
+ * CNN's 12.8 MB dense layer, each im2col chunk of a convolution). The kept panels are read
+ * whatever their size from 2 slivers on, since the packing is already paid.
  */
 #include <stdatomic.h>
 #include <string.h>

@@ -332,7 +332,7 @@ enum tfs_code tfs__rw_fuse(tfs_rw_graph *rw, tfs_status *st)
     return rc;
 }
 
-/* ---- Residual Add ------------------------------------------------------------------------------ */
+/* ---- Residual Add ---------------------------------------------------------------------------- */
 
 /* fused_ops for BiasAdd + Add [+ act]; NULL when act cannot be fused. */
 static const tfs_string *add_ops_for(const char *act, int *n)

@@ -564,7 +564,8 @@ bool tfs_grpc_drained(const tfs_grpc *g)
 void tfs_grpc_close_connections(tfs_grpc *g)
 {
     /* Besides cancelling calls (there are none when the drain calls this), the C core's
-     * cancel_all_calls disconnects every channel at once, which is what the shutdown tag waits for. */
+     * cancel_all_calls disconnects every channel at once, which is what the shutdown tag waits
+     * for. */
     if (g && g->server_started && g->shutdown_called)
         grpc_server_cancel_all_calls(g->server);
 }

@@ -17,8 +17,8 @@
  *
  * The product goes through the same GEMM calls as MatMul's and Conv2D's kernels, and the bias and
  * activation are applied to the GEMM's output rows with the very expressions of the BiasAdd,
- * FusedBatchNorm, Add and activation kernels, so a fused node computes the same bits as the nodes it
- * replaces (float addition is commutative, so the side of the Add the product was on does not
+ * FusedBatchNorm, Add and activation kernels, so a fused node computes the same bits as the nodes
+ * it replaces (float addition is commutative, so the side of the Add the product was on does not
  * matter). Conv2D applies them per chunk of rows right after that chunk's GEMM (still in cache;
  * tfs__nn_conv2d); MatMul makes one GEMM (as MatMul does) then one pass over its output. The pass
  * is split over rows with tfs__parallel_for. An added tensor of the output's own shape is added in

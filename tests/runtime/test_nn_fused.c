@@ -3,8 +3,9 @@
  * _FusedConv2D with BiasAdd and FusedBatchNorm epilogues (im2col and 1x1 paths, strides, SAME
  * padding), _FusedConv2D with a residual Add (the added tensor shaped as the output, or
  * broadcasting either way), empty products and batches, and the errors: unsupported fused_ops,
- * wrong num_args or arg shapes, other dtypes. Tolerance: 1e-6 relative to the sum of the magnitudes of each output's
- * terms (float rounding of a dot product), plus 1e-6 absolute for activations near zero. */
+ * wrong num_args or arg shapes, other dtypes. Tolerance: 1e-6 relative to the sum of the
+ * magnitudes of each output's terms (float rounding of a dot product), plus 1e-6 absolute for
+ * activations near zero. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
