@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -14,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-int tfs_test_free_port(void)
+/* A port the kernel just gave out for a bind to port 0. */
+static int kernel_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -27,6 +29,29 @@ int tfs_test_free_port(void)
     }
     close(fd);
     return ntohs(a.sin_port);
+}
+
+int tfs_test_free_port(void)
+{
+    /* The kernel may hand out the same ephemeral port to two binds in a row once the first
+     * socket is closed: a server's REST and gRPC ports then collide (tfserve refuses to export
+     * REST on its gRPC port, and a readiness probe of the "REST" port reaches gRPC). So no port
+     * is returned again among the last RECENT. Not thread-safe; the tests pick ports from
+     * one thread. */
+    enum { RECENT = 64 };
+    static int recent[RECENT], n_recent;
+    int port = -1;
+    for (int tries = 0; tries < 50; tries++) {
+        port = kernel_port();
+        bool seen = false;
+        for (int i = 0; i < RECENT && i < n_recent; i++)
+            seen = seen || recent[i] == port;
+        if (port > 0 && !seen)
+            break;
+    }
+    if (port > 0)
+        recent[n_recent++ % RECENT] = port;
+    return port;
 }
 
 static int connect_port(int port)

@@ -13,7 +13,7 @@ typedef struct tfs_test_server {
     char  log_path[256];
 } tfs_test_server;
 
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
+/* A TCP port on 127.0.0.1 that was free a moment ago, and not among the last 64 returned. */
 int tfs_test_free_port(void);
 
 /* Starts <build>/server/tfserve with the given extra flags (NULL-terminated) plus --port and
