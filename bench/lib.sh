@@ -41,9 +41,17 @@ need() {
         die "cannot install $2 (needed for $1)"
 }
 
-# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now, and not one this script
+# got before (the kernel can hand out the same ephemeral port twice in a row). The ports given
+# are listed in a file, since callers run it in a subshell: PORT=$(free_port).
 free_port() {
-    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    local p given=$BENCH_TMP/ports-given
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        p=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        grep -qx "$p" "$given" 2>/dev/null || break
+    done
+    echo "$p" >>"$given"
+    echo "$p"
 }
 
 # start NAME LOGFILE CMD...: run CMD in the background as a direct child; PID[NAME] is its pid,

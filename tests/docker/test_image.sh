@@ -65,6 +65,8 @@ esac
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rest=$(free_port)
 grpc=$(free_port)
+# The kernel can hand out the same ephemeral port twice in a row; the two must differ.
+while [[ $grpc == "$rest" ]]; do grpc=$(free_port); done
 step "run it (REST $rest, gRPC $grpc)"
 "${P[@]}" run -d --no-healthcheck --name "$name" --network=host "$image" --port="$grpc" --rest_api_port="$rest" >/dev/null
 

@@ -51,10 +51,21 @@ def gen_stubs(source, out):
     sys.path.insert(0, out)
 
 
+_given_ports = []
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port that was free a moment ago and was not given out before by this process: the
+    kernel can hand the same ephemeral port to two binds in a row, and a server's REST and gRPC
+    ports must differ."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            break
+    _given_ports.append(port)
+    return port
 
 
 class Server:
