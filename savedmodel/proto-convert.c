@@ -193,7 +193,8 @@ static enum tfs_code list_from_proto(const Tensorflow__AttrValue__ListValue *p, 
             l->s[i].data = tfs_malloc(p->s[i].len + 1);
             if (!l->s[i].data)
                 return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory for an attr list");
-            memcpy(l->s[i].data, p->s[i].data, p->s[i].len);
+            if (p->s[i].len)   /* an empty bytes value may have no data pointer */
+                memcpy(l->s[i].data, p->s[i].data, p->s[i].len);
             l->s[i].data[p->s[i].len] = 0;
             break;
         case TFS_ATTR_I:     l->i[i] = p->i[i]; break;
