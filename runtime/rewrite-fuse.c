@@ -36,16 +36,20 @@
 
 /* Literal attr values the passes set (borrowed by the nodes until emitted). */
 static tfs_string NHWC = STR("NHWC");
-static tfs_string OPS_BIAS[] = {STR("BiasAdd")};
-static tfs_string OPS_RELU[] = {STR("BiasAdd"), STR("Relu")};
-static tfs_string OPS_RELU6[] = {STR("BiasAdd"), STR("Relu6")};
-static tfs_string OPS_ELU[] = {STR("BiasAdd"), STR("Elu")};
-static tfs_string OPS_LEAKY[] = {STR("BiasAdd"), STR("LeakyRelu")};
-static tfs_string OPS_ADD[] = {STR("BiasAdd"), STR("Add")};
-static tfs_string OPS_ADD_RELU[] = {STR("BiasAdd"), STR("Add"), STR("Relu")};
-static tfs_string OPS_ADD_RELU6[] = {STR("BiasAdd"), STR("Add"), STR("Relu6")};
-static tfs_string OPS_ADD_ELU[] = {STR("BiasAdd"), STR("Add"), STR("Elu")};
-static tfs_string OPS_ADD_LEAKY[] = {STR("BiasAdd"), STR("Add"), STR("LeakyRelu")};
+/* fused_ops for BiasAdd [+ Add] [+ activation]: [with Add][activation: none, then ACTS]. */
+static const char *const ACTS[] = {"Relu", "Relu6", "Elu", "LeakyRelu"};
+static tfs_string FUSED_OPS[2][5][3] = {
+    {{STR("BiasAdd")},
+     {STR("BiasAdd"), STR("Relu")},
+     {STR("BiasAdd"), STR("Relu6")},
+     {STR("BiasAdd"), STR("Elu")},
+     {STR("BiasAdd"), STR("LeakyRelu")}},
+    {{STR("BiasAdd"), STR("Add")},
+     {STR("BiasAdd"), STR("Add"), STR("Relu")},
+     {STR("BiasAdd"), STR("Add"), STR("Relu6")},
+     {STR("BiasAdd"), STR("Add"), STR("Elu")},
+     {STR("BiasAdd"), STR("Add"), STR("LeakyRelu")}},
+};
 
 static bool is_op(const tfs_rw_graph *rw, int node, const char *op)
 {
@@ -214,23 +218,19 @@ enum tfs_code tfs__rw_fold_batch_norms(tfs_rw_graph *rw, tfs_status *st)
 
 /* ---- MatMul / Conv2D fusion ------------------------------------------------------------------ */
 
-/* fused_ops for BiasAdd + act (NULL: none); NULL when act cannot be fused. */
-static const tfs_string *fused_ops_for(const char *act, int *n)
+/* fused_ops for BiasAdd [+ Add] [+ act] (act NULL: none), n of them; NULL when act cannot be
+ * fused. */
+static const tfs_string *fused_ops_for(bool add, const char *act, int *n)
 {
-    *n = 2;
-    if (!act) {
-        *n = 1;
-        return OPS_BIAS;
+    int a = 0;
+    if (act) {
+        for (a = 1; a <= 4 && strcmp(act, ACTS[a - 1]); a++) {
+        }
+        if (a > 4)
+            return NULL;
     }
-    if (!strcmp(act, "Relu"))
-        return OPS_RELU;
-    if (!strcmp(act, "Relu6"))
-        return OPS_RELU6;
-    if (!strcmp(act, "Elu"))
-        return OPS_ELU;
-    if (!strcmp(act, "LeakyRelu"))
-        return OPS_LEAKY;
-    return NULL;
+    *n = 1 + add + (a > 0);
+    return FUSED_OPS[add][a];
 }
 
 /* The product a BiasAdd can fuse with (MatMul or NHWC Conv2D, float, used only by it), or -1. */
@@ -262,37 +262,39 @@ static int fusable_activation(const tfs_rw_graph *rw, int bias_add)
     int a = rw->uses[rw->use_start[bias_add]].node;
     const tfs_rw_node *n = &rw->nodes[a];
     int k;
-    if (!n->alive || !fused_ops_for(n->op, &k) || (n->flags & TFS_RW_FED) || n->n_in != 1 ||
+    if (!n->alive || !fused_ops_for(false, n->op, &k) || (n->flags & TFS_RW_FED) || n->n_in != 1 ||
         !is_float(rw, a, "T"))
         return -1;
     return a;
 }
 
-/* Turns `tail` into the fused node of base -> bias_add [-> tail]. */
-static bool fuse(tfs_rw_graph *rw, int base, int bias_add, int tail)
+/* Turns `tail` into `op` over the n_in inputs in[] (num_args = n_in - 2) with the attrs of base
+ * (the product or the fused convolution), fused_ops BiasAdd [+ Add] [+ tail's activation when
+ * tail is not mid], and the control inputs of base and mid (the BiasAdd or the Add); base, and
+ * mid when it is not tail, die. */
+static bool make_fused(tfs_rw_graph *rw, int tail, const char *op, int base, int mid,
+                       const tfs_edge *in, int n_in, bool add)
 {
     tfs_rw_node *t = &rw->nodes[tail];
-    const tfs_rw_node *p = &rw->nodes[base], *b = &rw->nodes[bias_add];
-    const char *act = tail != bias_add ? t->op : NULL;
+    const tfs_rw_node *p = &rw->nodes[base], *m = &rw->nodes[mid];
+    const char *act = tail != mid ? t->op : NULL;
     float alpha = 0.2f;
     if (act && !strcmp(act, "LeakyRelu"))
         tfs__rw_attr_float(rw, tail, "alpha", 0.2f, &alpha);
-    int n_ops;
-    const tfs_string *ops = fused_ops_for(act, &n_ops);
-    tfs_edge in[3] = {p->in[0], p->in[1], b->in[1]};
+    int n_ops = 0;   /* act was checked by fusable_activation: ops is never NULL */
+    const tfs_string *ops = fused_ops_for(add, act, &n_ops);
     t->n_in = 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n_in; i++)
         if (!tfs__rw_add_input(rw, tail, in[i]))
             return false;
     for (int i = 0; i < p->n_ctrl; i++)
         if (!tfs__rw_add_ctrl(rw, tail, p->ctrl[i]))
             return false;
-    if (tail != bias_add)
-        for (int i = 0; i < b->n_ctrl; i++)
-            if (!tfs__rw_add_ctrl(rw, tail, b->ctrl[i]))
+    if (tail != mid)
+        for (int i = 0; i < m->n_ctrl; i++)
+            if (!tfs__rw_add_ctrl(rw, tail, m->ctrl[i]))
                 return false;
-    bool mm = is_op(rw, base, "MatMul");
-    t->op = mm ? "_FusedMatMul" : "_FusedConv2D";
+    t->op = op;
     t->def = tfs__op_lookup(t->op);
     t->src = p->src;
     t->n_attrs = 0;
@@ -301,13 +303,24 @@ static bool fuse(tfs_rw_graph *rw, int base, int bias_add, int tail)
     tfs_attr_value v = {.kind = TFS_ATTR_LIST,
                         .list = {.kind = TFS_ATTR_S, .n = n_ops, .s = (tfs_string *)ops}};
     tfs__rw_set_attr(t, "fused_ops", &v);
-    tfs__rw_set_attr(t, "num_args", &(tfs_attr_value){.kind = TFS_ATTR_I, .i = 1});
+    tfs__rw_set_attr(t, "num_args", &(tfs_attr_value){.kind = TFS_ATTR_I, .i = n_in - 2});
     tfs__rw_set_attr(t, "epsilon", &(tfs_attr_value){.kind = TFS_ATTR_F, .f = 1e-4f});
     tfs__rw_set_attr(t, "leakyrelu_alpha", &(tfs_attr_value){.kind = TFS_ATTR_F, .f = alpha});
     t->n_out = 1;
     rw->nodes[base].alive = false;
-    if (tail != bias_add)
-        rw->nodes[bias_add].alive = false;
+    if (tail != mid)
+        rw->nodes[mid].alive = false;
+    return true;
+}
+
+/* Turns `tail` into the fused node of base -> bias_add [-> tail]. */
+static bool fuse(tfs_rw_graph *rw, int base, int bias_add, int tail)
+{
+    const tfs_rw_node *p = &rw->nodes[base];
+    tfs_edge in[3] = {p->in[0], p->in[1], rw->nodes[bias_add].in[1]};
+    bool mm = is_op(rw, base, "MatMul");
+    if (!make_fused(rw, tail, mm ? "_FusedMatMul" : "_FusedConv2D", base, bias_add, in, 3, false))
+        return false;
     if (mm)
         rw->stats->matmuls_fused++;
     else
@@ -334,25 +347,6 @@ enum tfs_code tfs__rw_fuse(tfs_rw_graph *rw, tfs_status *st)
 
 /* ---- Residual Add ---------------------------------------------------------------------------- */
 
-/* fused_ops for BiasAdd + Add [+ act]; NULL when act cannot be fused. */
-static const tfs_string *add_ops_for(const char *act, int *n)
-{
-    *n = 3;
-    if (!act) {
-        *n = 2;
-        return OPS_ADD;
-    }
-    if (!strcmp(act, "Relu"))
-        return OPS_ADD_RELU;
-    if (!strcmp(act, "Relu6"))
-        return OPS_ADD_RELU6;
-    if (!strcmp(act, "Elu"))
-        return OPS_ADD_ELU;
-    if (!strcmp(act, "LeakyRelu"))
-        return OPS_ADD_LEAKY;
-    return NULL;
-}
-
 /* Input i of the Add is a _FusedConv2D ["BiasAdd"] (float, output 0) used by nothing else. */
 static bool plain_fused_conv(const tfs_rw_graph *rw, int add, int i)
 {
@@ -369,42 +363,10 @@ static bool plain_fused_conv(const tfs_rw_graph *rw, int add, int i)
 /* Turns `tail` (the Add, or the activation after it) into the conv with the Add (and act). */
 static bool fuse_add(tfs_rw_graph *rw, int conv, int add, tfs_edge side, int tail)
 {
-    tfs_rw_node *t = &rw->nodes[tail];
-    const tfs_rw_node *c = &rw->nodes[conv], *a = &rw->nodes[add];
-    const char *act = tail != add ? t->op : NULL;
-    float alpha;
-    tfs__rw_attr_float(rw, conv, "leakyrelu_alpha", 0.2f, &alpha);
-    if (act && !strcmp(act, "LeakyRelu"))
-        tfs__rw_attr_float(rw, tail, "alpha", 0.2f, &alpha);
-    int n_ops;
-    const tfs_string *ops = add_ops_for(act, &n_ops);
+    const tfs_rw_node *c = &rw->nodes[conv];
     tfs_edge in[4] = {c->in[0], c->in[1], c->in[2], side};
-    t->n_in = 0;
-    for (int i = 0; i < 4; i++)
-        if (!tfs__rw_add_input(rw, tail, in[i]))
-            return false;
-    for (int i = 0; i < c->n_ctrl; i++)
-        if (!tfs__rw_add_ctrl(rw, tail, c->ctrl[i]))
-            return false;
-    if (tail != add)
-        for (int i = 0; i < a->n_ctrl; i++)
-            if (!tfs__rw_add_ctrl(rw, tail, a->ctrl[i]))
-                return false;
-    t->op = "_FusedConv2D";
-    t->def = tfs__op_lookup(t->op);
-    t->src = c->src;
-    t->n_attrs = 0;
-    for (int i = 0; i < c->n_attrs; i++)
-        tfs__rw_set_attr(t, c->attrs[i].name, &c->attrs[i].v);
-    tfs_attr_value v = {.kind = TFS_ATTR_LIST,
-                        .list = {.kind = TFS_ATTR_S, .n = n_ops, .s = (tfs_string *)ops}};
-    tfs__rw_set_attr(t, "fused_ops", &v);
-    tfs__rw_set_attr(t, "num_args", &(tfs_attr_value){.kind = TFS_ATTR_I, .i = 2});
-    tfs__rw_set_attr(t, "leakyrelu_alpha", &(tfs_attr_value){.kind = TFS_ATTR_F, .f = alpha});
-    t->n_out = 1;
-    rw->nodes[conv].alive = false;
-    if (tail != add)
-        rw->nodes[add].alive = false;
+    if (!make_fused(rw, tail, "_FusedConv2D", conv, add, in, 4, true))
+        return false;
     rw->stats->adds_fused++;
     return true;
 }
@@ -421,9 +383,6 @@ enum tfs_code tfs__rw_fuse_add(tfs_rw_graph *rw, tfs_status *st)
         if (i < 0)
             continue;
         int act = fusable_activation(rw, id);
-        int n_ops;
-        if (act >= 0 && !add_ops_for(rw->nodes[act].op, &n_ops))
-            act = -1;
         if (!fuse_add(rw, a->in[i].node, id, a->in[1 - i], act >= 0 ? act : id))
             rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory fusing nodes");
     }
