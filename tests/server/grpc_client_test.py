@@ -119,13 +119,28 @@ class Server:
     def dump_stacks(self):
         """Says where a server that did not exit hangs: its log tail and, where gdb exists,
         every thread's stack."""
-        sys.stderr.write("tfserve did not exit 10 s after SIGTERM; log tail:\n%s\n"
+        sys.stderr.write("tfserve has not exited since SIGTERM; log tail:\n%s\n"
                          % self.logs()[-3000:])
         if shutil.which("gdb"):
             subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex",
                             "thread apply all bt"], stdout=sys.stderr,
                            stderr=subprocess.STDOUT, timeout=60)
         sys.stderr.flush()
+
+    def terminate(self):
+        """SIGTERM and wait for the exit, saying where it waits (dump_stacks) when it has not
+        exited after 5 s, then 5 s more; returns (exit status or "hung", seconds taken)."""
+        t0 = time.time()
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.dump_stacks()
+            try:
+                rc = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                rc = "hung"
+        return rc, time.time() - t0
 
     def stop(self):
         """SIGTERM, then check the exit is clean and prompt."""
@@ -595,20 +610,10 @@ def check_stop_under_load(build, demo, tmp):
         for t in ts:
             t.start()
         time.sleep(0.5)
-        t0 = time.time()
-        s.proc.terminate()
-        try:
-            rc = s.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            s.dump_stacks()   # still there after 5 s: say where it waits (then 5 s more)
-            try:
-                rc = s.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                rc = "hung"
+        rc, took = s.terminate()
         check(rc == 0, "tfserve exits 0 on SIGTERM under load (rc %s, %d calls answered before)"
               % (rc, done[0]))
-        print("stop under load: exit in %.2f s after %d calls" % (time.time() - t0, done[0]),
-              flush=True)
+        print("stop under load: exit in %.2f s after %d calls" % (took, done[0]), flush=True)
     finally:
         stop.set()
         for t in ts:
@@ -627,13 +632,7 @@ def check_stop_with_idle_connection(build, demo, tmp):
         # The client preface and an empty SETTINGS frame, then silence.
         conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
         time.sleep(0.2)
-        t0 = time.time()
-        s.proc.terminate()
-        try:
-            rc = s.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            rc = "hung"
-        took = time.time() - t0
+        rc, took = s.terminate()
         check(rc == 0 and took < 5, "tfserve exits 0 promptly on SIGTERM with an idle client "
               "connection open (rc %s after %.2f s)" % (rc, took))
         check("closing the gRPC connections" in s.logs(),
