@@ -336,10 +336,10 @@ void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
 void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                 int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
 /* tfs__sgemm where B lies in b_const, a tensor whose contents never change while it lives (a
- * Const's value; NULL: none). Where the product would pack B (several slivers of rows; see
- * gemm.c), the packed panels are made once, kept on b_const (freed with it) and reused by later
- * calls with the same B: a served model's weights are packed at its first large batch instead of
- * at every batch. Same results, bit for bit, as tfs__sgemm. */
+ * Const's value; NULL: none). Where the product would pack B (several slivers of rows, or any
+ * rows of a B over 4 MiB; see gemm.c), the packed panels are made once, kept on b_const (freed
+ * with it) and reused by later calls with the same B: a served model's weights are packed at
+ * their first use instead of at every batch. Same results, bit for bit, as tfs__sgemm. */
 void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
                         int64_t ldb, float beta, float *c, int64_t ldc);

@@ -469,6 +469,48 @@ START_TEST(test_gemm_const_b_kept)
 }
 END_TEST
 
+static void const_big_b(const char *isa)
+{
+    /* A constant B over 4 MiB (a big dense layer's weights) is kept packed from its first
+     * product, even one of a single row, and every row count of one sliver (1 row: the wide-tile
+     * path when B is read in place) gives the in-place product's bits. */
+    int64_t k = 1100, n = 1000, bd[2] = {k, n};   /* 4.4 MB */
+    tfs_tensor *bt = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_FLOAT, 2, bd, &bt, &st), TFS_OK);
+    float *b = rnd(k * n, 41), *a = rnd(16 * k, 42);
+    memcpy(bt->data, b, (size_t)(k * n) * sizeof(float));
+    float *want = tfs_malloc((size_t)(16 * n) * sizeof *want);
+    float *got = tfs_malloc((size_t)(16 * n) * sizeof *got);
+    ck_assert(want && got);
+    static const int64_t ms[] = {1, 2, 3, 8, 14};
+    for (int i = 0; i < 5; i++) {
+        int64_t m = ms[i];
+        tfs__sgemm(false, false, m, n, k, 1.0f, a, k, bt->data, n, 0.0f, want, n);
+        tfs__sgemm_const_b(false, false, m, n, k, 1.0f, a, k, bt, bt->data, n, 0.0f, got, n);
+        ck_assert_msg(memcmp(want, got, (size_t)(m * n) * sizeof *got) == 0,
+                      "%s m=%lld: kept packed big B changed the bits", isa, (long long)m);
+        ck_assert_msg(atomic_load(&bt->gemm_packed) != NULL, "%s m=%lld: big B not kept", isa,
+                      (long long)m);
+    }
+    prob p = {false, false, 8, n, k, .alpha = 1};
+    bufs d = {.a = a, .b = bt->data, .c = got, .lda = k, .ldb = n, .ldc = n};
+    tfs__sgemm_const_b(false, false, 8, n, k, 1.0f, a, k, bt, bt->data, n, 0.0f, got, n);
+    d.c0 = got;
+    check(&p, &d, isa);   /* against the float64 reference too */
+    tfs_free(a);
+    tfs_free(b);
+    tfs_free(want);
+    tfs_free(got);
+    tfs_tensor_unref(bt);
+}
+
+START_TEST(test_gemm_const_big_b_one_sliver)
+{
+    each_isa(const_big_b);
+}
+END_TEST
+
 Suite *suite_runtime_gemm(void)
 {
     Suite *s = suite_create("runtime_gemm");
@@ -487,6 +529,7 @@ Suite *suite_runtime_gemm(void)
     tcase_add_test(tc, test_gemm_big_b_column_blocks);
     tcase_add_test(tc, test_gemm_big_b_packed_for_few_slivers);
     tcase_add_test(tc, test_gemm_const_b_kept);
+    tcase_add_test(tc, test_gemm_const_big_b_one_sliver);
     suite_add_tcase(s, tc);
     return s;
 }
