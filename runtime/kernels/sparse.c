@@ -1,8 +1,11 @@
 /* CPU kernels of the sparse feature-column ops, as TensorFlow defines them: SparseReshape
  * (reshape_util.cc), SparseFillEmptyRows (sparse_fill_empty_rows_op.cc) and SparseSegmentSum,
- * SparseSegmentMean, SparseSegmentSqrtN (segment_reduction_ops_impl.h). None has a gradient.
+ * SparseSegmentMean, SparseSegmentSqrtN and their *WithNumSegments forms
+ * (segment_reduction_ops_impl.h). None has a gradient.
  *
- * SparseSegment*: segment_ids must be sorted; output rows = last id + 1; rows no id names are 0.
+ * SparseSegment*: segment_ids must be sorted; output rows = last id + 1, or num_segments (a 4th
+ * input, int32 or int64 scalar) for *WithNumSegments, where every id must be below it; rows no
+ * id names are 0.
  * The sums are formed in TF's order so float results match bit for bit: a segment of n rows
  * starts with its first n % 8 rows (8 or 9 when that is 0 or 1 and n > 1) summed left to right,
  * then adds each further group of 8 as one left-to-right partial sum; Mean and SqrtN multiply by
@@ -255,7 +258,7 @@ fail:
     return rc;
 }
 
-/* ---- SparseSegmentSum / Mean / SqrtN(data, indices, segment_ids) ----------------------------- */
+/* ---- SparseSegmentSum / Mean / SqrtN(data, indices, segment_ids[, num_segments]) ------------- */
 
 enum seg_kind { SEG_SUM, SEG_MEAN, SEG_SQRTN };
 
@@ -322,11 +325,14 @@ static void seg_rows(void *arg, int64_t begin, int64_t end)
     }
 }
 
-static enum tfs_code sparse_segment(tfs_kernel_ctx *k, enum seg_kind kind, tfs_status *st)
+static enum tfs_code sparse_segment(tfs_kernel_ctx *k, enum seg_kind kind, bool with_num,
+                                    tfs_status *st)
 {
     const tfs_node *n = k->node;
-    if (k->n_in != 3)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 3 inputs, got %d", k->n_in);
+    int want_in = with_num ? 4 : 3;
+    if (k->n_in != want_in)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects %d inputs, got %d", want_in,
+                             k->n_in);
     const tfs_tensor *data = k->in[0], *ind = k->in[1], *seg = k->in[2];
     bool is_float = data->dtype == TFS_DTYPE_FLOAT || data->dtype == TFS_DTYPE_DOUBLE;
     bool is_int = data->dtype == TFS_DTYPE_INT32 || data->dtype == TFS_DTYPE_INT64;
@@ -355,8 +361,29 @@ static enum tfs_code sparse_segment(tfs_kernel_ctx *k, enum seg_kind kind, tfs_s
     if (num != seg->nelem)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                              "segment_ids and indices should have same size.");
-    int64_t rows = num > 0 ? tfs__arr_int_at(seg, num - 1) + 1 : 0;
-    if (rows < 0 || (num > 0 && rows == 0))
+    int64_t last_plus_one = num > 0 ? tfs__arr_int_at(seg, num - 1) + 1 : 0;
+    int64_t rows = last_plus_one;
+    if (with_num) {
+        const tfs_tensor *ns = k->in[3];
+        if (ns->dtype != TFS_DTYPE_INT32 && ns->dtype != TFS_DTYPE_INT64)
+            return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                                 "num_segments must be int32 or int64, got %s",
+                                 tfs_dtype_short_name(ns->dtype));
+        if ((rc = tfs__arr_check_T(n, ns, "Tnumsegments", "num_segments", st)) != TFS_OK)
+            return rc;
+        if (ns->rank != 0) {
+            char buf[128];
+            return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                                 "num_segments should be a scalar, not shape %s",
+                                 tfs_shape_str(ns->rank, ns->dims, buf, sizeof buf));
+        }
+        rows = tfs__arr_int_at(ns, 0);
+        if (rows < 0)
+            return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "segment ids must be >= 0");
+        if (rows < last_plus_one)
+            return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "segment ids must be < num_segments");
+    }
+    if (last_plus_one < 0 || (num > 0 && last_plus_one == 0))
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "segment ids must be >= 0");
     int64_t d0 = data->dims[0], cols = 1;
     for (int i = 1; i < data->rank; i++)
@@ -406,15 +433,30 @@ static enum tfs_code sparse_segment(tfs_kernel_ctx *k, enum seg_kind kind, tfs_s
 
 enum tfs_code tfs__k_sparse_segment_sum(tfs_kernel_ctx *k, tfs_status *st)
 {
-    return sparse_segment(k, SEG_SUM, st);
+    return sparse_segment(k, SEG_SUM, false, st);
 }
 
 enum tfs_code tfs__k_sparse_segment_mean(tfs_kernel_ctx *k, tfs_status *st)
 {
-    return sparse_segment(k, SEG_MEAN, st);
+    return sparse_segment(k, SEG_MEAN, false, st);
 }
 
 enum tfs_code tfs__k_sparse_segment_sqrt_n(tfs_kernel_ctx *k, tfs_status *st)
 {
-    return sparse_segment(k, SEG_SQRTN, st);
+    return sparse_segment(k, SEG_SQRTN, false, st);
+}
+
+enum tfs_code tfs__k_sparse_segment_sum_n(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return sparse_segment(k, SEG_SUM, true, st);
+}
+
+enum tfs_code tfs__k_sparse_segment_mean_n(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return sparse_segment(k, SEG_MEAN, true, st);
+}
+
+enum tfs_code tfs__k_sparse_segment_sqrt_n_n(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return sparse_segment(k, SEG_SQRTN, true, st);
 }

@@ -1,4 +1,5 @@
-/* Tests of SparseReshape, SparseFillEmptyRows and SparseSegmentSum/Mean/SqrtN
+/* Tests of SparseReshape, SparseFillEmptyRows and SparseSegmentSum/Mean/SqrtN (and their
+ * *WithNumSegments forms)
  * (runtime/kernels/sparse.c): TensorFlow's documented examples and hand-computed cases (unsorted
  * rows, empty inputs, -1 dimensions, gaps between segments), the segment reductions against a
  * float64 reference (segments of 1, 2, 8, 9, 10 and 17 rows cover every summation path;
@@ -294,6 +295,99 @@ START_TEST(test_sparse_segment_errors)
 }
 END_TEST
 
+/* ---- *WithNumSegments: num_segments rows, the ids' rows as without it, zeros after --------- */
+
+static tfs_tensor *seg_run_n(const char *op, tfs_tensor *data, tfs_tensor *ind, tfs_tensor *seg,
+                             tfs_tensor *num)
+{
+    tfs_tensor *in[4] = {data, ind, seg, num};
+    return at_run1(op, 4, in, true, NULL, NULL);
+}
+
+START_TEST(test_sparse_segment_num_segments)
+{
+    /* TF's doc example: ids 0 and 2 of 4 segments */
+    at_expect(seg_run_n("SparseSegmentSumWithNumSegments", cdata(),
+                        at_i32v(2, (const int32_t[]){0, 1}), at_i32v(2, (const int32_t[]){0, 2}),
+                        at_i32s(4)),
+              TFS_DTYPE_FLOAT, 2, DIMS(4, 4),
+              ((const float[]){1, 2, 3, 4, 0, 0, 0, 0, -1, -2, -3, -4, 0, 0, 0, 0}));
+    /* int64 num_segments; the mean of rows 0 and 2 in segment 1, segments 0 and 2 empty */
+    at_expect(seg_run_n("SparseSegmentMeanWithNumSegments", cdata(), at_i64v(2, I64(0, 2)),
+                        at_i64v(2, I64(1, 1)), at_t(TFS_DTYPE_INT64, 0, NULL, I64(3))),
+              TFS_DTYPE_FLOAT, 2, DIMS(3, 4),
+              ((const float[]){0, 0, 0, 0, 3, 4, 5, 6, 0, 0, 0, 0}));
+    /* no indices: num_segments rows of zeros, or none */
+    at_expect(seg_run_n("SparseSegmentSqrtNWithNumSegments", cdata(), at_i32v(0, NULL),
+                        at_i32v(0, NULL), at_i32s(2)),
+              TFS_DTYPE_FLOAT, 2, DIMS(2, 4), ((const float[]){0, 0, 0, 0, 0, 0, 0, 0}));
+    at_expect(seg_run_n("SparseSegmentSumWithNumSegments", cdata(), at_i32v(0, NULL),
+                        at_i32v(0, NULL), at_i32s(0)),
+              TFS_DTYPE_FLOAT, 2, DIMS(0, 4), NULL);
+    /* Each op's rows equal its form without num_segments, bit for bit (that form is checked
+     * against float64 above), for segments of 1..12 rows; the extra rows are 0. */
+    enum { ROWS = 20, COLS = 5, N = 1 + 2 + 3 + 12 };
+    float data[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        data[i] = (float)((i * 37) % 101) / 7.0f - 6.0f;
+    int32_t ind[N], seg[N];
+    for (int i = 0; i < N; i++) {
+        ind[i] = (i * 7) % ROWS;
+        seg[i] = i < 1 ? 0 : i < 3 ? 1 : i < 6 ? 3 : 4;   /* segment 2 empty */
+    }
+    const char *ops[3][2] = {{"SparseSegmentSum", "SparseSegmentSumWithNumSegments"},
+                             {"SparseSegmentMean", "SparseSegmentMeanWithNumSegments"},
+                             {"SparseSegmentSqrtN", "SparseSegmentSqrtNWithNumSegments"}};
+    for (int o = 0; o < 3; o++) {
+        tfs_tensor *a = seg_run(ops[o][0], at_t(TFS_DTYPE_FLOAT, 2, DIMS(ROWS, COLS), data),
+                                at_i32v(N, ind), at_i32v(N, seg));
+        tfs_tensor *b = seg_run_n(ops[o][1], at_t(TFS_DTYPE_FLOAT, 2, DIMS(ROWS, COLS), data),
+                                  at_i32v(N, ind), at_i32v(N, seg), at_i32s(7));
+        ck_assert(tfs_shape_equal(a->rank, a->dims, 2, DIMS(5, COLS)));
+        ck_assert(tfs_shape_equal(b->rank, b->dims, 2, DIMS(7, COLS)));
+        ck_assert_msg(memcmp(a->data, b->data, 5 * COLS * sizeof(float)) == 0, "%s", ops[o][1]);
+        for (int i = 5 * COLS; i < 7 * COLS; i++)
+            ck_assert_msg(((const float *)b->data)[i] == 0.0f, "%s: row past the ids not 0",
+                          ops[o][1]);
+        tfs_tensor_unref(a);
+        tfs_tensor_unref(b);
+    }
+}
+END_TEST
+
+START_TEST(test_sparse_segment_num_segments_errors)
+{
+    tfs_tensor *in[4] = {cdata(), at_i32v(2, (const int32_t[]){0, 1}),
+                         at_i32v(2, (const int32_t[]){0, 2}), at_i32s(2)};
+    expect_err("SparseSegmentSumWithNumSegments", 4, in, 1, "segment ids must be < num_segments");
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){0, 0});
+    in[3] = at_i32s(-1);
+    expect_err("SparseSegmentMeanWithNumSegments", 4, in, 1, "segment ids must be >= 0");
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){0, 0});
+    in[3] = at_i32v(1, (const int32_t[]){3});
+    expect_err("SparseSegmentSqrtNWithNumSegments", 4, in, 1,
+               "num_segments should be a scalar, not shape [1]");
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){0, 0});
+    in[3] = at_t(TFS_DTYPE_FLOAT, 0, NULL, ((const float[]){3}));
+    expect_err("SparseSegmentSumWithNumSegments", 4, in, 1, "num_segments must be int32 or int64");
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){1, 0});
+    in[3] = at_i32s(3);
+    expect_err("SparseSegmentSumWithNumSegments", 4, in, 1, "segment ids are not increasing");
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){0, 0});
+    expect_err("SparseSegmentSumWithNumSegments", 3, in, 1, "expects 4 inputs, got 3");
+}
+END_TEST
+
 Suite *suite_runtime_sparse(void)
 {
     Suite *s = suite_create("runtime_sparse");
@@ -303,6 +397,8 @@ Suite *suite_runtime_sparse(void)
     tcase_add_test(tc, test_sparse_segment_examples);
     tcase_add_test(tc, test_sparse_segment_float64_reference);
     tcase_add_test(tc, test_sparse_segment_errors);
+    tcase_add_test(tc, test_sparse_segment_num_segments);
+    tcase_add_test(tc, test_sparse_segment_num_segments_errors);
     suite_add_tcase(s, tc);
     return s;
 }
