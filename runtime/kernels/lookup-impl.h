@@ -51,6 +51,9 @@ int64_t tfs__lookup_find(const tfs_lookup_table *t, tfs_lookup_key key);
  * *same reports whether the new value equals it (NULL: not asked). Exclusive lock held. */
 enum tfs_code tfs__lookup_put(tfs_lookup_table *t, tfs_lookup_key key, const tfs_tensor *src,
                               int64_t si, bool replace, bool *same, tfs_status *st);
+/* Removes the entries of the keys in `keys` (a tensor of the table's key dtype; keys not in the
+ * table are ignored), keeping the others in insertion order. Exclusive lock held. */
+enum tfs_code tfs__lookup_remove(tfs_lookup_table *t, const tfs_tensor *keys, tfs_status *st);
 /* Removes every entry (exclusive lock held). */
 void tfs__lookup_clear(tfs_lookup_table *t);
 /* Copies entry e's value into dst elements [di * vdim, (di + 1) * vdim) (strings deep-copied). */

@@ -78,6 +78,25 @@ void tfs__lookup_clear(tfs_lookup_table *t)
     t->n = 0;
 }
 
+/* Fills the (zeroed) index `slots` of ns slots, a power of two, with entries 0..n-1. */
+static void index_entries(const tfs_lookup_table *t, int64_t *slots, int64_t ns)
+{
+    uint64_t mask = (uint64_t)ns - 1;
+    for (int64_t e = 0; e < t->n; e++) {
+        tfs_lookup_key k = {0, NULL, 0};
+        if (t->key_dt == TFS_DTYPE_STRING) {
+            k.s = t->skeys[e].data ? t->skeys[e].data : "";
+            k.len = t->skeys[e].len;
+        } else {
+            k.i = t->ikeys[e];
+        }
+        uint64_t j = key_hash(t, k) & mask;
+        while (slots[j])
+            j = (j + 1) & mask;
+        slots[j] = e + 1;
+    }
+}
+
 /* Room for one more entry: grows the arrays and rebuilds the index at 1/2 load. */
 static enum tfs_code reserve_one(tfs_lookup_table *t, tfs_status *st)
 {
@@ -107,20 +126,7 @@ static enum tfs_code reserve_one(tfs_lookup_table *t, tfs_status *st)
         int64_t *slots = tfs_calloc((size_t)ns, sizeof *slots);
         if (!slots)
             goto oom;
-        uint64_t mask = (uint64_t)ns - 1;
-        for (int64_t e = 0; e < t->n; e++) {
-            tfs_lookup_key k = {0, NULL, 0};
-            if (t->key_dt == TFS_DTYPE_STRING) {
-                k.s = t->skeys[e].data ? t->skeys[e].data : "";
-                k.len = t->skeys[e].len;
-            } else {
-                k.i = t->ikeys[e];
-            }
-            uint64_t j = key_hash(t, k) & mask;
-            while (slots[j])
-                j = (j + 1) & mask;
-            slots[j] = e + 1;
-        }
+        index_entries(t, slots, ns);
         tfs_free(t->slots);
         t->slots = slots;
         t->nslots = ns;
@@ -220,6 +226,55 @@ enum tfs_code tfs__lookup_put(tfs_lookup_table *t, tfs_lookup_key key, const tfs
         j = (j + 1) & mask;
     t->slots[j] = e + 1;
     t->n++;
+    return TFS_OK;
+}
+
+enum tfs_code tfs__lookup_remove(tfs_lookup_table *t, const tfs_tensor *keys, tfs_status *st)
+{
+    if (t->n == 0 || keys->nelem == 0)
+        return TFS_OK;
+    bool *gone = tfs_calloc((size_t)t->n, sizeof *gone);
+    if (!gone)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory in table %s", t->name);
+    int64_t hits = 0;
+    for (int64_t i = 0; i < keys->nelem; i++) {
+        int64_t e = tfs__lookup_find(t, tfs__lookup_key_at(keys, i));
+        if (e >= 0 && !gone[e]) {
+            gone[e] = true;
+            hits++;
+        }
+    }
+    /* Close the gaps in one pass, keeping the survivors' order; then index them anew (open
+     * addressing cannot just empty a slot: later keys of its probe run would be lost). */
+    size_t vbytes = (size_t)t->vdim * t->vsize;
+    int64_t w = 0;
+    for (int64_t e = 0; hits > 0 && e < t->n; e++) {
+        if (gone[e]) {
+            if (t->skeys)
+                free_strings(&t->skeys[e], 1);
+            if (t->val_dt == TFS_DTYPE_STRING)
+                free_strings(val_ptr(t, e), t->vdim);
+            continue;
+        }
+        if (w != e) {
+            if (t->skeys) {
+                t->skeys[w] = t->skeys[e];
+                t->skeys[e] = (tfs_string){0, NULL};
+            } else {
+                t->ikeys[w] = t->ikeys[e];
+            }
+            memcpy(val_ptr(t, w), val_ptr(t, e), vbytes);
+            if (t->val_dt == TFS_DTYPE_STRING)
+                memset(val_ptr(t, e), 0, vbytes);
+        }
+        w++;
+    }
+    tfs_free(gone);
+    if (hits == 0)
+        return TFS_OK;
+    t->n = w;
+    memset(t->slots, 0, (size_t)t->nslots * sizeof *t->slots);
+    index_entries(t, t->slots, t->nslots);
     return TFS_OK;
 }
 

@@ -1,7 +1,8 @@
 /* CPU kernels of the lookup-table ops, as TensorFlow's lookup_table_op.cc and
  * lookup_table_init_op.cc define them: HashTable(V2) and MutableHashTable(V2) (create or find the
  * table resource), InitializeTable(V2), InitializeTableFromTextFile(V2), LookupTableFind(V2),
- * LookupTableImport(V2), LookupTableInsert(V2), LookupTableSize(V2) and LookupTableExport(V2).
+ * LookupTableImport(V2), LookupTableInsert(V2), LookupTableRemoveV2, LookupTableSize(V2) and
+ * LookupTableExport(V2).
  * The table itself and how it lives in the session: kernels/lookup-table.c, lookup-impl.h.
  *
  * A HashTable is initialized once: its first successful initialization (InitializeTable, a
@@ -665,6 +666,34 @@ enum tfs_code tfs__k_lookup_table_import(tfs_kernel_ctx *k, tfs_status *st)
 enum tfs_code tfs__k_lookup_table_insert(tfs_kernel_ctx *k, tfs_status *st)
 {
     return import_or_insert(k, false, st);
+}
+
+/* ---- LookupTableRemoveV2(table_handle, keys) ------------------------------------------------ */
+
+enum tfs_code tfs__k_lookup_table_remove(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    tfs_lookup_table *t;
+    tfs_tensor *keys = NULL;
+    enum tfs_code rc;
+    if ((rc = tfs__lookup_table_input(k, 0, &t, st)) != TFS_OK ||
+        (rc = value_in(k, 1, &keys, st)) != TFS_OK ||
+        (rc = check_type_attr(n, "Tin", t->key_dt, st)) != TFS_OK ||
+        (rc = check_dtypes(n, t, keys, NULL, st)) != TFS_OK)
+        goto done;
+    if (!t->is_mutable) {
+        rc = tfs__node_err(n, st, TFS_UNIMPLEMENTED,
+                           "Remove not supported by InitializableLookupTable implementations");
+        goto done;
+    }
+    pthread_rwlock_wrlock(&t->mu);
+    rc = tfs__lookup_remove(t, keys, st);
+    pthread_rwlock_unlock(&t->mu);
+    if (rc != TFS_OK)
+        tfs_status_prefix(st, "node '%s' (%s)", n->name, n->op_type);
+done:
+    tfs_tensor_unref(keys);
+    return rc;
 }
 
 /* ---- LookupTableSize(V2), LookupTableExport(V2)(table_handle) ------------------------------- */

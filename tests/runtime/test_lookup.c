@@ -391,6 +391,102 @@ START_TEST(test_mutable_table_vector_values)
 }
 END_TEST
 
+START_TEST(test_mutable_table_remove)
+{
+    /* LookupTableRemoveV2 on 3000 int64 keys (value 5 * key): removing every third key (and
+     * keys never inserted, and one key twice) leaves the others findable, in insertion order,
+     * and the removed ones give the default; a removed key inserted again comes back last. */
+    enum { N = 3000, R = N / 3 + 2 };
+    static int64_t keys[N], vals[N], rm[R];
+    for (int i = 0; i < N; i++) {
+        keys[i] = (int64_t)(i * 7919 % N) - 1000;   /* a permutation of -1000..1999 */
+        vals[i] = 5 * keys[i];
+    }
+    int nr = 0;
+    for (int i = 0; i < N; i += 3)
+        rm[nr++] = keys[i];
+    rm[nr++] = 123456;   /* never inserted */
+    rm[nr++] = keys[0];  /* twice */
+    ck_assert_int_eq(nr, R);
+    tfs_graph *g = new_graph();
+    table(g, "t", "MutableHashTableV2", TFS_DTYPE_INT64, TFS_DTYPE_INT64, NULL);
+    table(g, "h", "HashTableV2", TFS_DTYPE_INT64, TFS_DTYPE_INT64, NULL);
+    rt_const(g, "k", at_i64v(N, keys));
+    rt_const(g, "v", at_i64v(N, vals));
+    rt_const(g, "rm", at_i64v(R, rm));
+    rt_const(g, "k0", at_i64v(1, keys));
+    rt_const(g, "v0", at_i64v(1, (const int64_t[]){-7}));
+    rt_const(g, "rm_i32", at_i32v(1, (const int32_t[]){1}));
+    rt_const(g, "d", at_t(TFS_DTYPE_INT64, 0, NULL, (const int64_t[]){-1}));
+    add(g, "insert", "LookupTableInsertV2", "t", "k", "v");
+    add(g, "remove", "LookupTableRemoveV2", "t", "rm", NULL);
+    add(g, "reinsert", "LookupTableInsertV2", "t", "k0", "v0");
+    add(g, "remove_bad_dtype", "LookupTableRemoveV2", "t", "rm_i32", NULL);
+    add(g, "remove_hash", "LookupTableRemoveV2", "h", "rm", NULL);
+    add(g, "find", "LookupTableFindV2", "t", "k", "d");
+    add(g, "size", "LookupTableSizeV2", "t", NULL, NULL);
+    add(g, "export", "LookupTableExportV2", "t", NULL, NULL);
+    tfs_session *s = rt_session(g, NULL);
+    run_ok(s, "insert", NULL, NULL);
+    run_ok(s, "remove", NULL, NULL);
+    ck_assert_int_eq(fetch_size(s, "size:0"), N - N / 3);
+    tfs_tensor *t;
+    run_ok(s, NULL, "find:0", &t);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(((const int64_t *)t->data)[i] == (i % 3 ? vals[i] : -1), "key %lld: %lld",
+                      (long long)keys[i], (long long)((const int64_t *)t->data)[i]);
+    tfs_tensor_unref(t);
+    run_ok(s, "reinsert", NULL, NULL);
+    tfs_tensor *ex[2];
+    tfs_status st;
+    const char *fx[2] = {"export:0", "export:1"};
+    ck_assert_int_eq(tfs_session_run(s, NULL, 0, fx, 2, NULL, 0, ex, &st), TFS_OK);
+    ck_assert_int_eq(ex[0]->nelem, N - N / 3 + 1);
+    const int64_t *ek = ex[0]->data, *ev = ex[1]->data;
+    int64_t e = 0;
+    for (int i = 0; i < N; i++)
+        if (i % 3) {
+            ck_assert_msg(ek[e] == keys[i] && ev[e] == vals[i], "export %lld", (long long)e);
+            e++;
+        }
+    ck_assert(ek[e] == keys[0] && ev[e] == -7);
+    tfs_tensor_unref(ex[0]);
+    tfs_tensor_unref(ex[1]);
+    run_err(s, "remove_bad_dtype", NULL, TFS_INVALID_ARGUMENT, "Key must be type DT_INT64 but got DT_INT32");
+    run_err(s, "remove_hash", NULL, TFS_UNIMPLEMENTED,
+            "Remove not supported by InitializableLookupTable implementations");
+    tfs_session_free(s);
+}
+END_TEST
+
+START_TEST(test_mutable_table_remove_strings)
+{
+    /* String keys and string values: what a removal frees and moves (ASan, valgrind). */
+    tfs_graph *g = new_graph();
+    table(g, "t", "MutableHashTableV2", TFS_DTYPE_STRING, TFS_DTYPE_STRING, NULL);
+    rt_const(g, "k", at_strs(1, DIMS(4), STRS("a", "bb", "ccc", "dddd")));
+    rt_const(g, "v", at_strs(1, DIMS(4), STRS("A", "BB", "CCC", "DDDD")));
+    rt_const(g, "rm", at_strs(1, DIMS(3), STRS("bb", "zz", "a")));
+    rt_const(g, "d", at_strs(0, NULL, STRS("-")));
+    add(g, "insert", "LookupTableInsertV2", "t", "k", "v");
+    add(g, "remove", "LookupTableRemoveV2", "t", "rm", NULL);
+    add(g, "find", "LookupTableFindV2", "t", "k", "d");
+    add(g, "export", "LookupTableExportV2", "t", NULL, NULL);
+    tfs_session *s = rt_session(g, NULL);
+    run_ok(s, "insert", NULL, NULL);
+    run_ok(s, "remove", NULL, NULL);
+    tfs_tensor *t;
+    run_ok(s, NULL, "find:0", &t);
+    at_expect_strs(t, 1, DIMS(4), STRS("-", "-", "CCC", "DDDD"));
+    run_ok(s, NULL, "export:0", &t);
+    at_expect_strs(t, 1, DIMS(2), STRS("ccc", "dddd"));
+    run_ok(s, "insert", NULL, NULL);   /* the removed keys come back after the others */
+    run_ok(s, NULL, "export:1", &t);
+    at_expect_strs(t, 1, DIMS(4), STRS("CCC", "DDDD", "A", "BB"));
+    tfs_session_free(s);
+}
+END_TEST
+
 START_TEST(test_hash_table_import_and_many_keys)
 {
     /* LookupTableImportV2 initializes a HashTable; 5000 keys exercise the index growth and the
@@ -665,6 +761,8 @@ Suite *suite_runtime_lookup(void)
     tcase_add_test(tc, test_text_file_whole_line_and_line_number);
     tcase_add_test(tc, test_text_file_columns);
     tcase_add_test(tc, test_text_file_errors);
+    tcase_add_test(tc, test_mutable_table_remove);
+    tcase_add_test(tc, test_mutable_table_remove_strings);
     suite_add_tcase(s, tc);
     return s;
 }
