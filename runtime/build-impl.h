@@ -80,6 +80,8 @@ TFS_GRAD(tfs__grad_conv2d);
 TFS_GRAD(tfs__grad_depthwise_conv2d);
 TFS_GRAD(tfs__grad_max_pool);
 TFS_GRAD(tfs__grad_avg_pool);
+TFS_GRAD(tfs__grad_resize_bilinear);
+TFS_GRAD(tfs__grad_resize_nearest_neighbor);
 TFS_GRAD(tfs__grad_fused_batch_norm);
 TFS_GRAD(tfs__grad_softmax_xent);
 TFS_GRAD(tfs__grad_sparse_softmax_xent);

@@ -8,8 +8,8 @@
  * (base) dtype sets ("-": none); an entry ending in '*' also covers every following input except
  * as many as the entries after it (AddN "T*", ConcatV2 "T*,Tidx"). `outs` lists, per output, where
  * its dtype comes from: an attr name, "&attr" (reference of the attr's dtype: VariableV2, Assign),
- * or a literal "bool"/"int32"/"int64"; the last entry repeats for further outputs. `n_attr` names
- * the list-length attr ("N") set from the count of starred inputs. Ops absent from the table get
+ * or a literal "bool"/"int32"/"int64"/"float"; the last entry repeats for further outputs.
+ * `n_attr` names the list-length attr ("N") set from the count of starred inputs. Ops absent from the table get
  * no attrs from the builder, and their outputs' dtype is attr "T", else attr "dtype".
  */
 #include "runtime/build-impl.h"
@@ -80,6 +80,10 @@ static const op_types TABLE[] = {
     {"AvgPool", "T", "T", NULL},
     {"MaxPoolGrad", "T,T,T", "T", NULL},
     {"AvgPoolGrad", "-,T", "T", NULL},
+    {"ResizeBilinear", "T,-", "float", NULL},
+    {"ResizeNearestNeighbor", "T,-", "T", NULL},
+    {"ResizeBilinearGrad", "-,T", "T", NULL},
+    {"ResizeNearestNeighborGrad", "T,-", "T", NULL},
     {"FusedBatchNorm", "T*", "T", NULL},
     {"FusedBatchNormV2", "T,U,U,U,U", "T,U", NULL},
     {"FusedBatchNormV3", "T,U,U,U,U", "T,U", NULL},
@@ -233,6 +237,8 @@ enum tfs_dtype tfs__build_output_dtype(const tfs_graph *g, int node, int index)
         return TFS_DTYPE_INT32;
     if (!strcmp(e, "int64"))
         return TFS_DTYPE_INT64;
+    if (!strcmp(e, "float"))
+        return TFS_DTYPE_FLOAT;
     if (e[0] == '&') {
         enum tfs_dtype dt = attr_dtype(g, node, e + 1);
         return dt == TFS_DTYPE_INVALID ? dt : (enum tfs_dtype)(dt + TFS_DTYPE_REF_OFFSET);

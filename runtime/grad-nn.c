@@ -165,6 +165,29 @@ TFS_GRAD(tfs__grad_max_pool)
     return TFS_OK;
 }
 
+/* image_grad.py: the resize ops' gradients, with the forward node's sampling attrs; the size
+ * input gets none. */
+static const char *const RESIZE_ATTRS[] = {"align_corners", "half_pixel_centers", NULL};
+
+TFS_GRAD(tfs__grad_resize_bilinear)
+{
+    tfs_out in[2] = {c->dy[0], c->x[0]};
+    c->dx[0] = tfs_build_op(G, "ResizeBilinearGrad", NULL, 2, in);
+    copy_attrs(c, c->dx[0], RESIZE_ATTRS);
+    return TFS_OK;
+}
+
+TFS_GRAD(tfs__grad_resize_nearest_neighbor)
+{
+    /* size = Shape(image)[1:3] */
+    tfs_out slice_in[3] = {tfs_build_shape(G, c->x[0]), tfs_build_ints(G, 1, (int64_t[]){1}),
+                           tfs_build_ints(G, 1, (int64_t[]){2})};
+    tfs_out in[2] = {c->dy[0], tfs_build_op(G, "Slice", NULL, 3, slice_in)};
+    c->dx[0] = tfs_build_op(G, "ResizeNearestNeighborGrad", NULL, 2, in);
+    copy_attrs(c, c->dx[0], RESIZE_ATTRS);
+    return TFS_OK;
+}
+
 TFS_GRAD(tfs__grad_avg_pool)
 {
     tfs_out in[2] = {tfs_build_shape(G, c->x[0]), c->dy[0]};

@@ -9,7 +9,13 @@
  *                index = min(align_corners ? roundf(src) : floorf(src), in - 1), and >= 0 with
  *                half_pixel_centers.
  * Bilinear reads any input dtype TF allows and writes float; nearest copies elements of the
- * input dtype. Neither has a gradient here (gradients.c lists none).
+ * input dtype.
+ *   Their gradients, ResizeBilinearGrad and ResizeNearestNeighborGrad, map the same sample
+ * points back (resize_bilinear_op.cc ResizeGradImpl, resize_nearest_neighbor_op.cc): each
+ * gradient element of the resized image is added into the original pixels it was read from,
+ * bilinear with weights (1 - y_lerp)(1 - x_lerp), (1 - y_lerp) x_lerp, y_lerp (1 - x_lerp),
+ * y_lerp x_lerp, products formed in float left to right. The sums run in TF's order (batch, y,
+ * x, channel), one image per thread, so float results match TF's bit for bit.
  */
 #include <math.h>
 #include <string.h>
@@ -283,6 +289,217 @@ enum tfs_code tfs__k_resize_nearest_neighbor(tfs_kernel_ctx *k, tfs_status *st)
     int64_t per_row = (int64_t)px * g.out_w;
     tfs__parallel_for(g.batch * g.out_h, per_row >= 65536 ? 1 : 65536 / per_row, nearest_rows,
                       &j);
+    tfs_free(ys);
+    return TFS_OK;
+}
+
+/* ---- ResizeBilinearGrad(grads, original_image), ResizeNearestNeighborGrad(grads, size) ------- */
+
+/* The geometry of a gradient: in = original (the output here), out = resized (the grads). */
+static enum tfs_code grad_geom(tfs_kernel_ctx *k, const tfs_tensor *grads, int64_t orig_h,
+                               int64_t orig_w, resize_geom *g, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    enum tfs_code rc;
+    if ((rc = tfs__nn_attr_bool(n, "align_corners", false, &g->align_corners, st)) != TFS_OK ||
+        (rc = tfs__nn_attr_bool(n, "half_pixel_centers", false, &g->half_pixel, st)) != TFS_OK)
+        return rc;
+    if (g->half_pixel && g->align_corners)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "If half_pixel_centers is True, align_corners must be False.");
+    if (orig_h <= 0 || orig_w <= 0 || orig_h > INT32_MAX || orig_w > INT32_MAX)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "original sizes must be between 1 and max int32, got %lld x %lld",
+                             (long long)orig_h, (long long)orig_w);
+    g->batch = grads->dims[0];
+    g->out_h = grads->dims[1];
+    g->out_w = grads->dims[2];
+    g->ch = grads->dims[3];
+    g->in_h = orig_h;
+    g->in_w = orig_w;
+    g->scale_h = resize_scale(orig_h, g->out_h, g->align_corners);
+    g->scale_w = resize_scale(orig_w, g->out_w, g->align_corners);
+    return TFS_OK;
+}
+
+static enum tfs_code grads_4d(tfs_kernel_ctx *k, const tfs_tensor *t, const char *what,
+                              tfs_status *st)
+{
+    char buf[128];
+    if (t->rank != 4)
+        return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT, "%s must be 4-dimensional%s", what,
+                             tfs_shape_str(t->rank, t->dims, buf, sizeof buf));
+    return TFS_OK;
+}
+
+typedef struct bilinear_grad_job {
+    const resize_geom *g;
+    const float       *grads;
+    void              *out;   /* float or double, zeroed */
+    bool               dbl;
+    const lerp_pt     *ys, *xs;
+} bilinear_grad_job;
+
+static void bilinear_grad_images(void *arg, int64_t begin, int64_t end)
+{
+    const bilinear_grad_job *j = arg;
+    const resize_geom *g = j->g;
+    int64_t row = g->in_w * g->ch;
+    for (int64_t b = begin; b < end; b++) {
+        const float *in = j->grads + b * g->out_h * g->out_w * g->ch;
+        for (int64_t y = 0; y < g->out_h; y++) {
+            const lerp_pt *py = &j->ys[y];
+            float yl = py->lerp, iyl = 1.0f - yl;
+            int64_t top = (b * g->in_h + py->lower) * row, bot = (b * g->in_h + py->upper) * row;
+            for (int64_t x = 0; x < g->out_w; x++, in += g->ch) {
+                const lerp_pt *px = &j->xs[x];
+                float xl = px->lerp, ixl = 1.0f - xl;
+                int64_t l = px->lower * g->ch, u = px->upper * g->ch;
+                for (int64_t c = 0; c < g->ch; c++) {
+                    float v = in[c];
+                    float tl = v * iyl * ixl, tr = v * iyl * xl, bl = v * yl * ixl,
+                          br = v * yl * xl;
+                    if (j->dbl) {
+                        double *o = j->out;
+                        o[top + l + c] += (double)tl;
+                        o[top + u + c] += (double)tr;
+                        o[bot + l + c] += (double)bl;
+                        o[bot + u + c] += (double)br;
+                    } else {
+                        float *o = j->out;
+                        o[top + l + c] += tl;
+                        o[top + u + c] += tr;
+                        o[bot + l + c] += bl;
+                        o[bot + u + c] += br;
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum tfs_code tfs__k_resize_bilinear_grad(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    if (k->n_in != 2)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
+    const tfs_tensor *grads = k->in[0], *orig = k->in[1];
+    enum tfs_code rc;
+    if ((rc = grads_4d(k, grads, "input_grad", st)) != TFS_OK ||
+        (rc = grads_4d(k, orig, "original_image", st)) != TFS_OK)
+        return rc;
+    if (grads->dtype != TFS_DTYPE_FLOAT)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input_grad must be of type float, got %s",
+                             tfs_dtype_short_name(grads->dtype));
+    if (orig->dtype != TFS_DTYPE_FLOAT && orig->dtype != TFS_DTYPE_DOUBLE)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "original_image of dtype %s is not supported (float, double)",
+                             tfs_dtype_short_name(orig->dtype));
+    if (orig->dims[0] != grads->dims[0] || orig->dims[3] != grads->dims[3])
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "input_grad and original_image must have the same batch and "
+                             "channels, got %lld, %lld and %lld, %lld",
+                             (long long)grads->dims[0], (long long)grads->dims[3],
+                             (long long)orig->dims[0], (long long)orig->dims[3]);
+    resize_geom g;
+    if ((rc = grad_geom(k, grads, orig->dims[1], orig->dims[2], &g, st)) != TFS_OK)
+        return rc;
+    int64_t dims[4] = {g.batch, g.in_h, g.in_w, g.ch};
+    tfs_tensor *out;
+    if ((rc = tfs__arr_output(k, 0, orig->dtype, 4, dims, true, &out, st)) != TFS_OK)
+        return rc;
+    k->out[0] = out;
+    if (grads->nelem == 0)
+        return TFS_OK;
+    lerp_pt *ys = tfs_malloc((size_t)(g.out_h + g.out_w) * sizeof *ys);
+    if (!ys)
+        return tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory");
+    lerp_pt *xs = ys + g.out_h;
+    lerp_points(g.out_h, g.in_h, g.scale_h, g.half_pixel, ys);
+    lerp_points(g.out_w, g.in_w, g.scale_w, g.half_pixel, xs);
+    bilinear_grad_job j = {&g, grads->data, out->data, orig->dtype == TFS_DTYPE_DOUBLE, ys, xs};
+    tfs__parallel_for(g.batch, 1, bilinear_grad_images, &j);
+    tfs_free(ys);
+    return TFS_OK;
+}
+
+typedef struct nearest_grad_job {
+    const resize_geom *g;
+    const void        *grads;
+    void              *out;   /* zeroed, grads' dtype */
+    enum tfs_dtype     dt;
+    const int64_t     *ys, *xs;
+} nearest_grad_job;
+
+static void nearest_grad_images(void *arg, int64_t begin, int64_t end)
+{
+    const nearest_grad_job *j = arg;
+    const resize_geom *g = j->g;
+    for (int64_t b = begin; b < end; b++)
+        for (int64_t y = 0; y < g->out_h; y++)
+            for (int64_t x = 0; x < g->out_w; x++) {
+                int64_t src = ((b * g->out_h + y) * g->out_w + x) * g->ch;
+                int64_t dst = ((b * g->in_h + j->ys[y]) * g->in_w + j->xs[x]) * g->ch;
+                for (int64_t c = 0; c < g->ch; c++)
+                    switch (j->dt) {
+                    case TFS_DTYPE_DOUBLE:
+                        ((double *)j->out)[dst + c] += ((const double *)j->grads)[src + c];
+                        break;
+                    case TFS_DTYPE_INT32:   /* wraps as TF's int32 does, without UB */
+                        ((int32_t *)j->out)[dst + c] = (int32_t)(
+                            (uint32_t)((int32_t *)j->out)[dst + c] +
+                            (uint32_t)((const int32_t *)j->grads)[src + c]);
+                        break;
+                    default:
+                        ((float *)j->out)[dst + c] += ((const float *)j->grads)[src + c];
+                        break;
+                    }
+            }
+}
+
+enum tfs_code tfs__k_resize_nearest_neighbor_grad(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    if (k->n_in != 2)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
+    const tfs_tensor *grads = k->in[0], *size = k->in[1];
+    char buf[128];
+    enum tfs_code rc;
+    if ((rc = grads_4d(k, grads, "input", st)) != TFS_OK)
+        return rc;
+    if (grads->dtype != TFS_DTYPE_FLOAT && grads->dtype != TFS_DTYPE_DOUBLE &&
+        grads->dtype != TFS_DTYPE_INT32)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "grads of dtype %s are not supported (float, double, int32)",
+                             tfs_dtype_short_name(grads->dtype));
+    if (size->dtype != TFS_DTYPE_INT32)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "size must be int32, got %s",
+                             tfs_dtype_short_name(size->dtype));
+    if (size->rank != 1)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must be 1-dimensional%s",
+                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    if (size->nelem != 2)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must have two elements%s",
+                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    const int32_t *sz = size->data;
+    resize_geom g;
+    if ((rc = grad_geom(k, grads, sz[0], sz[1], &g, st)) != TFS_OK)
+        return rc;
+    int64_t dims[4] = {g.batch, g.in_h, g.in_w, g.ch};
+    tfs_tensor *out;
+    if ((rc = tfs__arr_output(k, 0, grads->dtype, 4, dims, true, &out, st)) != TFS_OK)
+        return rc;
+    k->out[0] = out;
+    if (grads->nelem == 0)
+        return TFS_OK;
+    int64_t *ys = tfs_malloc((size_t)(g.out_h + g.out_w) * sizeof *ys);
+    if (!ys)
+        return tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory");
+    int64_t *xs = ys + g.out_h;
+    nearest_index(g.out_h, g.in_h, g.scale_h, &g, ys);
+    nearest_index(g.out_w, g.in_w, g.scale_w, &g, xs);
+    nearest_grad_job j = {&g, grads->data, out->data, grads->dtype, ys, xs};
+    tfs__parallel_for(g.batch, 1, nearest_grad_images, &j);
     tfs_free(ys);
     return TFS_OK;
 }

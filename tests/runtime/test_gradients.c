@@ -395,6 +395,36 @@ static tfs_out b_max_pool(tfs_graph *g, const tfs_out *x)
     return pool(g, x, "MaxPool", "SAME");
 }
 
+static tfs_out resize(tfs_graph *g, const tfs_out *x, const char *op, int32_t h, int32_t w,
+                      const char *flag)
+{
+    tfs_out in[2] = {x[0], tfs_build_ints(g, 2, (int64_t[]){h, w})};
+    tfs_out o = tfs_build_op(g, op, NULL, 2, in);
+    if (flag)
+        tfs_graph_set_attr_bool(g, o.node, flag, true);
+    return o;
+}
+
+static tfs_out b_resize_bilinear_up(tfs_graph *g, const tfs_out *x)
+{
+    return resize(g, x, "ResizeBilinear", 5, 7, "half_pixel_centers");
+}
+
+static tfs_out b_resize_bilinear_down(tfs_graph *g, const tfs_out *x)
+{
+    return resize(g, x, "ResizeBilinear", 2, 3, "align_corners");
+}
+
+static tfs_out b_resize_nearest_up(tfs_graph *g, const tfs_out *x)
+{
+    return resize(g, x, "ResizeNearestNeighbor", 5, 7, NULL);
+}
+
+static tfs_out b_resize_nearest_down(tfs_graph *g, const tfs_out *x)
+{
+    return resize(g, x, "ResizeNearestNeighbor", 2, 3, "half_pixel_centers");
+}
+
 static tfs_out b_avg_pool(tfs_graph *g, const tfs_out *x)
 {
     return pool(g, x, "AvgPool", "SAME");
@@ -607,6 +637,14 @@ static const grad_case CASES[] = {
          "1x5x5x2 3x3x2x2", -1, 1, D),
     CASE("MaxPool", "MaxPool 3x3 stride 2 SAME", b_max_pool, "1x5x6x2", -1, 1, D),
     CASE("AvgPool", "AvgPool 3x3 stride 2 SAME", b_avg_pool, "2x5x4x2", -1, 1, D),
+    CASE("ResizeBilinear", "ResizeBilinear 3x4 -> 5x7 half_pixel_centers", b_resize_bilinear_up,
+         "2x3x4x2", -1, 1, F),
+    CASE("ResizeBilinear", "ResizeBilinear 4x5 -> 2x3 align_corners", b_resize_bilinear_down,
+         "1x4x5x3", -1, 1, F),
+    CASE("ResizeNearestNeighbor", "ResizeNearestNeighbor 3x4 -> 5x7", b_resize_nearest_up,
+         "2x3x4x2", -1, 1, D),
+    CASE("ResizeNearestNeighbor", "ResizeNearestNeighbor 4x5 -> 2x3 half_pixel_centers",
+         b_resize_nearest_down, "1x4x5x3", -1, 1, D),
     CASE("FusedBatchNorm", "FusedBatchNorm training", b_bn, "2x3x2x3 3 3", -1, 1, F),
     CASE("FusedBatchNormV2", "FusedBatchNormV2 training", b_bn_v2, "2x3x2x3 3 3", -1, 1, F),
     CASE("FusedBatchNormV3", "FusedBatchNormV3 training", b_bn_v3, "2x3x2x3 3 3", -1, 1, F),

@@ -1,8 +1,10 @@
-/* Tests of ResizeBilinear and ResizeNearestNeighbor (runtime/kernels/image-resize.c): values
+/* Tests of ResizeBilinear and ResizeNearestNeighbor and their gradient ops ResizeBilinearGrad and
+ * ResizeNearestNeighborGrad (runtime/kernels/image-resize.c): values
  * computed by hand from TensorFlow's sampling rules for each of legacy, align_corners and
  * half_pixel_centers, a float64 reference of bilinear interpolation (tolerance 1e-5 absolute +
  * 1e-5 relative: the kernel computes in float, as TF does), integer and 16-bit float inputs,
- * 1-pixel images, empty batches, and the INVALID_ARGUMENT cases of TF's ImageResizerState. */
+ * 1-pixel images, empty batches, and the INVALID_ARGUMENT cases of TF's ImageResizerState; the
+ * gradients by hand and against the forward op's own weights (see that test). */
 #include <check.h>
 #include <math.h>
 #include <string.h>
@@ -295,9 +297,168 @@ START_TEST(test_resize_errors)
         expect_err(op, at_t(TFS_DTYPE_BOOL, 4, DIMS(1, 2, 2, 1), NULL), size2(3, 3), &LEGACY,
                    "images of dtype bool are not supported");
     }
-    /* no gradient is registered for either op */
-    ck_assert(!tfs_op_has_gradient("ResizeBilinear"));
-    ck_assert(!tfs_op_has_gradient("ResizeNearestNeighbor"));
+    /* both have gradients (image_grad.py's; checked by finite differences in test_gradients.c) */
+    ck_assert(tfs_op_has_gradient("ResizeBilinear"));
+    ck_assert(tfs_op_has_gradient("ResizeNearestNeighbor"));
+}
+END_TEST
+
+/* ---- the gradients: ResizeBilinearGrad, ResizeNearestNeighborGrad -------------------------- */
+
+static tfs_tensor *grad_run(const char *op, tfs_tensor *grads, tfs_tensor *second,
+                            const rs_opts *o)
+{
+    tfs_tensor *in[2] = {grads, second};
+    return at_run1(op, 2, in, false, set_rs, o);
+}
+
+START_TEST(test_resize_grad_hand_values)
+{
+    /* One original pixel takes every gradient: 1 + 2 + 3 + 4. */
+    expect_f32(grad_run("ResizeBilinearGrad",
+                        at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), ((const float[]){1, 2, 3, 4})),
+                        at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 1, 1), NULL), &LEGACY),
+               4, DIMS(1, 1, 1, 1), ((const float[]){10}));
+    /* Width 2 resized to 4, legacy: x = 0, 0.5, 1, 1.5 -> pixel 0 gets 1 + 0.5 * 2, pixel 1 gets
+     * 0.5 * 2 + 3 + 4 (x = 1.5 clamps both neighbours to pixel 1). */
+    expect_f32(grad_run("ResizeBilinearGrad",
+                        at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 4, 1), ((const float[]){1, 2, 3, 4})),
+                        at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 2, 1), NULL), &LEGACY),
+               4, DIMS(1, 1, 2, 1), ((const float[]){2, 8}));
+    /* The same with align_corners: x = 0, 1/3, 2/3, 1. */
+    tfs_tensor *t = grad_run("ResizeBilinearGrad",
+                             at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 4, 1), ((const float[]){1, 2, 3, 4})),
+                             at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 2, 1), NULL), &ALIGN);
+    const float *g = t->data;
+    ck_assert_msg(fabsf(g[0] - (1 + 2 * 2 / 3.0f + 3 / 3.0f)) < 1e-6f, "%g", g[0]);
+    ck_assert_msg(fabsf(g[1] - (2 / 3.0f + 3 * 2 / 3.0f + 4)) < 1e-6f, "%g", g[1]);
+    tfs_tensor_unref(t);
+    /* Nearest, 2x2 -> size 1x1: everything into the one pixel; int32 and double. */
+    at_expect(grad_run("ResizeNearestNeighborGrad",
+                       at_t(TFS_DTYPE_INT32, 4, DIMS(1, 2, 2, 1), ((const int32_t[]){1, 2, 3, 4})),
+                       size2(1, 1), &LEGACY),
+              TFS_DTYPE_INT32, 4, DIMS(1, 1, 1, 1), ((const int32_t[]){10}));
+    /* Nearest 1x4 -> size 1x2, legacy: x = 0, 0.5, 1, 1.5 floor to 0, 0, 1, 1. */
+    at_expect(grad_run("ResizeNearestNeighborGrad",
+                       at_t(TFS_DTYPE_DOUBLE, 4, DIMS(1, 1, 4, 1), ((const double[]){1, 2, 3, 4})),
+                       size2(1, 2), &LEGACY),
+              TFS_DTYPE_DOUBLE, 4, DIMS(1, 1, 2, 1), ((const double[]){3, 7}));
+    /* align_corners rounds: x = 0, 1/3, 2/3, 1 -> 0, 0, 1, 1 */
+    at_expect(grad_run("ResizeNearestNeighborGrad",
+                       at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 4, 1), ((const float[]){1, 2, 3, 4})),
+                       size2(1, 2), &ALIGN),
+              TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 2, 1), ((const float[]){3, 7}));
+}
+END_TEST
+
+/* The forward op's weights, read off by resizing one-hot images (a resize is linear: output j of
+ * e_i is the weight of input i in output j), give each gradient independently: dx[i] = sum_j
+ * g[j] * resize(e_i)[j], summed in float64. Over both ops, the three sampling modes, upsampling
+ * and downsampling, two images and two channels. Tolerance: 1e-5 * sum |terms| + 1e-6 (the
+ * kernel forms products and sums in float). */
+START_TEST(test_resize_grad_against_forward_weights)
+{
+    const rs_opts *modes[] = {&LEGACY, &ALIGN, &HALF};
+    const int32_t sizes[][4] = {{3, 4, 5, 7}, {5, 6, 2, 4}, {4, 3, 4, 3}};   /* in h, w; out h, w */
+    const char *fwd[] = {"ResizeBilinear", "ResizeNearestNeighbor"};
+    const char *bwd[] = {"ResizeBilinearGrad", "ResizeNearestNeighborGrad"};
+    enum { B = 2, C = 2 };
+    for (int op = 0; op < 2; op++)
+        for (int m = 0; m < 3; m++)
+            for (int z = 0; z < 3; z++) {
+                int64_t ih = sizes[z][0], iw = sizes[z][1], oh = sizes[z][2], ow = sizes[z][3];
+                int64_t nin = B * ih * iw * C, nout = B * oh * ow * C;
+                float *gv = tfs_malloc((size_t)nout * sizeof *gv);
+                double *want = tfs_calloc((size_t)nin, sizeof *want);
+                double *mag = tfs_calloc((size_t)nin, sizeof *mag);
+                ck_assert(gv && want && mag);
+                for (int64_t j = 0; j < nout; j++)
+                    gv[j] = (float)((j * 37 % 23) - 11) / 7.0f;
+                for (int64_t i = 0; i < nin; i++) {
+                    float *e = tfs_calloc((size_t)nin, sizeof *e);
+                    ck_assert(e);
+                    e[i] = 1;
+                    tfs_tensor *w = resize(fwd[op], at_t(TFS_DTYPE_FLOAT, 4, DIMS(B, ih, iw, C), e),
+                                           (int32_t)oh, (int32_t)ow, modes[m]);
+                    const float *wv = w->data;
+                    for (int64_t j = 0; j < nout; j++) {
+                        want[i] += (double)gv[j] * wv[j];
+                        mag[i] += fabs((double)gv[j] * wv[j]);
+                    }
+                    tfs_tensor_unref(w);
+                    tfs_free(e);
+                }
+                tfs_tensor *second = op == 0 ? at_t(TFS_DTYPE_FLOAT, 4, DIMS(B, ih, iw, C), NULL)
+                                             : size2((int32_t)ih, (int32_t)iw);
+                tfs_tensor *got = grad_run(bwd[op], at_t(TFS_DTYPE_FLOAT, 4, DIMS(B, oh, ow, C), gv),
+                                           second, modes[m]);
+                ck_assert(tfs_shape_equal(got->rank, got->dims, 4, DIMS(B, ih, iw, C)));
+                for (int64_t i = 0; i < nin; i++) {
+                    double v = ((const float *)got->data)[i];
+                    ck_assert_msg(fabs(v - want[i]) <= 1e-5 * mag[i] + 1e-6,
+                                  "%s mode %d size %d: dx[%lld] = %.9g, want %.9g", bwd[op], m, z,
+                                  (long long)i, v, want[i]);
+                }
+                tfs_tensor_unref(got);
+                tfs_free(gv);
+                tfs_free(want);
+                tfs_free(mag);
+            }
+}
+END_TEST
+
+START_TEST(test_resize_grad_double_and_errors)
+{
+    /* ResizeBilinearGrad writes the original image's dtype: double here. */
+    at_expect(grad_run("ResizeBilinearGrad",
+                       at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 4, 1), ((const float[]){1, 2, 3, 4})),
+                       at_t(TFS_DTYPE_DOUBLE, 4, DIMS(1, 1, 2, 1), NULL), &LEGACY),
+              TFS_DTYPE_DOUBLE, 4, DIMS(1, 1, 2, 1), ((const double[]){2, 8}));
+    /* an empty batch gives an empty gradient */
+    at_expect(grad_run("ResizeNearestNeighborGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(0, 2, 2, 1), NULL),
+                       size2(3, 3), &LEGACY),
+              TFS_DTYPE_FLOAT, 4, DIMS(0, 3, 3, 1), NULL);
+    struct {
+        const char *op;
+        tfs_tensor *a, *b;
+        const rs_opts *o;
+        const char *needle;
+    } cases[] = {
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_FLOAT, 3, DIMS(1, 2, 2), NULL),
+         at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 1, 1), NULL), &LEGACY,
+         "input_grad must be 4-dimensional[1,2,2]"},
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_DOUBLE, 4, DIMS(1, 2, 2, 1), NULL),
+         at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 1, 1), NULL), &LEGACY,
+         "input_grad must be of type float, got double"},
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_t(TFS_DTYPE_FLOAT, 4, DIMS(2, 1, 1, 1), NULL), &LEGACY,
+         "must have the same batch and channels"},
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_t(TFS_DTYPE_INT32, 4, DIMS(1, 1, 1, 1), NULL), &LEGACY,
+         "original_image of dtype int32 is not supported"},
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 0, 1, 1), NULL), &LEGACY,
+         "original sizes must be between 1 and max int32"},
+        {"ResizeBilinearGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 1, 1, 1), NULL), &(const rs_opts){1, 1},
+         "If half_pixel_centers is True, align_corners must be False."},
+        {"ResizeNearestNeighborGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_i32v(3, (const int32_t[]){1, 2, 3}), &LEGACY, "shape_t must have two elements"},
+        {"ResizeNearestNeighborGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         size2(0, 2), &LEGACY, "original sizes must be between 1 and max int32"},
+        {"ResizeNearestNeighborGrad", at_t(TFS_DTYPE_FLOAT, 4, DIMS(1, 2, 2, 1), NULL),
+         at_i64v(2, (const int64_t[]){2, 2}), &LEGACY, "size must be int32"},
+        {"ResizeNearestNeighborGrad", at_t(TFS_DTYPE_BOOL, 4, DIMS(1, 2, 2, 1), NULL),
+         size2(2, 2), &LEGACY, "grads of dtype bool are not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfs_tensor *in[2] = {cases[i].a, cases[i].b}, *out = NULL;
+        tfs_status st;
+        ck_assert_int_eq(at_run(cases[i].op, 2, in, false, set_rs, cases[i].o, 1, &out, &st),
+                         TFS_INVALID_ARGUMENT);
+        rt_assert_err(st, TFS_INVALID_ARGUMENT, cases[i].needle);
+        ck_assert(out == NULL);
+    }
 }
 END_TEST
 
@@ -312,6 +473,9 @@ Suite *suite_runtime_image_resize(void)
     tcase_add_test(tc, test_nearest_hand_indices);
     tcase_add_test(tc, test_nearest_dtypes_and_rows);
     tcase_add_test(tc, test_resize_errors);
+    tcase_add_test(tc, test_resize_grad_hand_values);
+    tcase_add_test(tc, test_resize_grad_against_forward_weights);
+    tcase_add_test(tc, test_resize_grad_double_and_errors);
     suite_add_tcase(s, tc);
     return s;
 }
