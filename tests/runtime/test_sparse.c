@@ -385,6 +385,12 @@ START_TEST(test_sparse_segment_num_segments_errors)
     in[1] = at_i32v(2, (const int32_t[]){0, 1});
     in[2] = at_i32v(2, (const int32_t[]){0, 0});
     expect_err("SparseSegmentSumWithNumSegments", 3, in, 1, "expects 4 inputs, got 3");
+    /* a hostile num_segments: an error, not a crash or a huge allocation */
+    in[0] = cdata();
+    in[1] = at_i32v(2, (const int32_t[]){0, 1});
+    in[2] = at_i32v(2, (const int32_t[]){0, 0});
+    in[3] = at_t(TFS_DTYPE_INT64, 0, NULL, I64(INT64_MAX));
+    expect_err("SparseSegmentSumWithNumSegments", 4, in, 1, "output shape overflows int64");
 }
 END_TEST
 
