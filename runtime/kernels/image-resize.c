@@ -48,6 +48,35 @@ static float resize_scale(int64_t in, int64_t out, bool align_corners)
                                     : (float)in / (float)out;
 }
 
+/* align_corners and half_pixel_centers (not both). */
+static enum tfs_code sampling_attrs(const tfs_node *n, resize_geom *g, tfs_status *st)
+{
+    enum tfs_code rc;
+    if ((rc = tfs__nn_attr_bool(n, "align_corners", false, &g->align_corners, st)) != TFS_OK ||
+        (rc = tfs__nn_attr_bool(n, "half_pixel_centers", false, &g->half_pixel, st)) != TFS_OK)
+        return rc;
+    if (g->half_pixel && g->align_corners)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "If half_pixel_centers is True, align_corners must be False.");
+    return TFS_OK;
+}
+
+/* The size input: int32 [2] (height, width). */
+static enum tfs_code check_size(const tfs_node *n, const tfs_tensor *size, tfs_status *st)
+{
+    char buf[128];
+    if (size->dtype != TFS_DTYPE_INT32)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "size must be int32, got %s",
+                             tfs_dtype_short_name(size->dtype));
+    if (size->rank != 1)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must be 1-dimensional%s",
+                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    if (size->nelem != 2)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must have two elements%s",
+                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    return TFS_OK;
+}
+
 static enum tfs_code resize_init(tfs_kernel_ctx *k, resize_geom *g, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -55,12 +84,8 @@ static enum tfs_code resize_init(tfs_kernel_ctx *k, resize_geom *g, tfs_status *
     enum tfs_code rc;
     if (k->n_in != 2)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
-    if ((rc = tfs__nn_attr_bool(n, "align_corners", false, &g->align_corners, st)) != TFS_OK ||
-        (rc = tfs__nn_attr_bool(n, "half_pixel_centers", false, &g->half_pixel, st)) != TFS_OK)
+    if ((rc = sampling_attrs(n, g, st)) != TFS_OK)
         return rc;
-    if (g->half_pixel && g->align_corners)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "If half_pixel_centers is True, align_corners must be False.");
     const tfs_tensor *in = k->in[0], *size = k->in[1];
     if (!resizable_dtype(in->dtype))
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "images of dtype %s are not supported",
@@ -72,15 +97,8 @@ static enum tfs_code resize_init(tfs_kernel_ctx *k, resize_geom *g, tfs_status *
     if (in->rank != 4)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input must be 4-dimensional%s",
                              tfs_shape_str(in->rank, in->dims, buf, sizeof buf));
-    if (size->dtype != TFS_DTYPE_INT32)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "size must be int32, got %s",
-                             tfs_dtype_short_name(size->dtype));
-    if (size->rank != 1)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must be 1-dimensional%s",
-                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
-    if (size->nelem != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must have two elements%s",
-                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    if ((rc = check_size(n, size, st)) != TFS_OK)
+        return rc;
     const int32_t *sz = size->data;
     g->batch = in->dims[0];
     g->in_h = in->dims[1];
@@ -295,18 +313,16 @@ enum tfs_code tfs__k_resize_nearest_neighbor(tfs_kernel_ctx *k, tfs_status *st)
 
 /* ---- ResizeBilinearGrad(grads, original_image), ResizeNearestNeighborGrad(grads, size) ------- */
 
-/* The geometry of a gradient: in = original (the output here), out = resized (the grads). */
-static enum tfs_code grad_geom(tfs_kernel_ctx *k, const tfs_tensor *grads, int64_t orig_h,
-                               int64_t orig_w, resize_geom *g, tfs_status *st)
+/* The geometry of a gradient (in = original: the output here; out = resized: the grads) and its
+ * output, zeroed [batch, orig_h, orig_w, channels] of dtype dt, set as k's output 0. */
+static enum tfs_code grad_begin(tfs_kernel_ctx *k, const tfs_tensor *grads, int64_t orig_h,
+                                int64_t orig_w, enum tfs_dtype dt, resize_geom *g,
+                                tfs_tensor **out, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_code rc;
-    if ((rc = tfs__nn_attr_bool(n, "align_corners", false, &g->align_corners, st)) != TFS_OK ||
-        (rc = tfs__nn_attr_bool(n, "half_pixel_centers", false, &g->half_pixel, st)) != TFS_OK)
+    if ((rc = sampling_attrs(n, g, st)) != TFS_OK)
         return rc;
-    if (g->half_pixel && g->align_corners)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "If half_pixel_centers is True, align_corners must be False.");
     if (orig_h <= 0 || orig_w <= 0 || orig_h > INT32_MAX || orig_w > INT32_MAX)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                              "original sizes must be between 1 and max int32, got %lld x %lld",
@@ -319,6 +335,10 @@ static enum tfs_code grad_geom(tfs_kernel_ctx *k, const tfs_tensor *grads, int64
     g->in_w = orig_w;
     g->scale_h = resize_scale(orig_h, g->out_h, g->align_corners);
     g->scale_w = resize_scale(orig_w, g->out_w, g->align_corners);
+    int64_t dims[4] = {g->batch, orig_h, orig_w, g->ch};
+    if ((rc = tfs__arr_output(k, 0, dt, 4, dims, true, out, st)) != TFS_OK)
+        return rc;
+    k->out[0] = *out;
     return TFS_OK;
 }
 
@@ -402,15 +422,11 @@ enum tfs_code tfs__k_resize_bilinear_grad(tfs_kernel_ctx *k, tfs_status *st)
                              (long long)grads->dims[0], (long long)grads->dims[3],
                              (long long)orig->dims[0], (long long)orig->dims[3]);
     resize_geom g;
-    if ((rc = grad_geom(k, grads, orig->dims[1], orig->dims[2], &g, st)) != TFS_OK)
-        return rc;
-    int64_t dims[4] = {g.batch, g.in_h, g.in_w, g.ch};
     tfs_tensor *out;
-    if ((rc = tfs__arr_output(k, 0, orig->dtype, 4, dims, true, &out, st)) != TFS_OK)
+    if ((rc = grad_begin(k, grads, orig->dims[1], orig->dims[2], orig->dtype, &g, &out, st)) !=
+            TFS_OK ||
+        grads->nelem == 0)
         return rc;
-    k->out[0] = out;
-    if (grads->nelem == 0)
-        return TFS_OK;
     lerp_pt *ys = tfs_malloc((size_t)(g.out_h + g.out_w) * sizeof *ys);
     if (!ys)
         return tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory");
@@ -463,7 +479,6 @@ enum tfs_code tfs__k_resize_nearest_neighbor_grad(tfs_kernel_ctx *k, tfs_status 
     if (k->n_in != 2)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
     const tfs_tensor *grads = k->in[0], *size = k->in[1];
-    char buf[128];
     enum tfs_code rc;
     if ((rc = grads_4d(k, grads, "input", st)) != TFS_OK)
         return rc;
@@ -472,26 +487,14 @@ enum tfs_code tfs__k_resize_nearest_neighbor_grad(tfs_kernel_ctx *k, tfs_status 
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                              "grads of dtype %s are not supported (float, double, int32)",
                              tfs_dtype_short_name(grads->dtype));
-    if (size->dtype != TFS_DTYPE_INT32)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "size must be int32, got %s",
-                             tfs_dtype_short_name(size->dtype));
-    if (size->rank != 1)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must be 1-dimensional%s",
-                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
-    if (size->nelem != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "shape_t must have two elements%s",
-                             tfs_shape_str(size->rank, size->dims, buf, sizeof buf));
+    if ((rc = check_size(n, size, st)) != TFS_OK)
+        return rc;
     const int32_t *sz = size->data;
     resize_geom g;
-    if ((rc = grad_geom(k, grads, sz[0], sz[1], &g, st)) != TFS_OK)
-        return rc;
-    int64_t dims[4] = {g.batch, g.in_h, g.in_w, g.ch};
     tfs_tensor *out;
-    if ((rc = tfs__arr_output(k, 0, grads->dtype, 4, dims, true, &out, st)) != TFS_OK)
+    if ((rc = grad_begin(k, grads, sz[0], sz[1], grads->dtype, &g, &out, st)) != TFS_OK ||
+        grads->nelem == 0)
         return rc;
-    k->out[0] = out;
-    if (grads->nelem == 0)
-        return TFS_OK;
     int64_t *ys = tfs_malloc((size_t)(g.out_h + g.out_w) * sizeof *ys);
     if (!ys)
         return tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory");
