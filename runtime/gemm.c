@@ -463,9 +463,8 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
     g.units_m = (m + MR - 1) / MR;
     int64_t units_n = (n + NR - 1) / NR;
     bool big_b = (double)k * (double)n * sizeof(float) > BIG_B_BYTES;
-    bool shared = g.units_m > DIRECT_B_SLIVERS ||
-                  (g.units_m >= BIG_B_SLIVERS && (b_const || big_b));
-    g.pack_b = tb || shared || (b_const && big_b);
+    g.pack_b = tb || g.units_m > DIRECT_B_SLIVERS ||
+               (g.units_m >= BIG_B_SLIVERS && (b_const || big_b));
     g.pack_a = !ta && bad_stride(lda) && units_n > 1;
     g.a_stride = round_up(g.kcs, 16);
     if (g.a_stride % 128 == 0)
@@ -476,9 +475,12 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 
     /* Columns per block: all of them unless packed B would pass B_PACK_BYTES. */
     int64_t panel_bytes = g.nkb * g.kcs * NR * (int64_t)sizeof(float);
-    const packed_b *kept = g.pack_b && b_const ? constant_b(&g, b_const, units_n) : NULL;
-    if (!kept && !tb && !shared)
-        g.pack_b = false;   /* a big constant B used by one sliver: packed only when kept */
+    /* A constant B is read from its kept copy wherever the product would pack it, and where it
+     * is big even by one sliver (never packed per call for that: only when it can be kept). */
+    const packed_b *kept =
+        b_const && (g.pack_b || big_b) ? constant_b(&g, b_const, units_n) : NULL;
+    if (kept)
+        g.pack_b = true;
     int64_t nj = kept ? units_n : g.pack_b ? (int64_t)(B_PACK_BYTES / (size_t)panel_bytes)
                                            : units_n;
     if (nj < 1)
