@@ -9,8 +9,8 @@
  * as many as the entries after it (AddN "T*", ConcatV2 "T*,Tidx"). `outs` lists, per output, where
  * its dtype comes from: an attr name, "&attr" (reference of the attr's dtype: VariableV2, Assign),
  * or a literal "bool"/"int32"/"int64"/"float"; the last entry repeats for further outputs.
- * `n_attr` names the list-length attr ("N") set from the count of starred inputs. Ops absent from the table get
- * no attrs from the builder, and their outputs' dtype is attr "T", else attr "dtype".
+ * `n_attr` names the list-length attr ("N") set from the count of starred inputs. Ops absent from
+ * the table get no attrs from the builder, and their outputs' dtype is attr "T", else "dtype".
  */
 #include "runtime/build-impl.h"
 

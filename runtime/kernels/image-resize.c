@@ -61,6 +61,17 @@ static enum tfs_code sampling_attrs(const tfs_node *n, resize_geom *g, tfs_statu
     return TFS_OK;
 }
 
+/* A 4-D (NHWC) tensor input named `what` in the message. */
+static enum tfs_code check_4d(const tfs_node *n, const tfs_tensor *t, const char *what,
+                              tfs_status *st)
+{
+    char buf[128];
+    if (t->rank != 4)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "%s must be 4-dimensional%s", what,
+                             tfs_shape_str(t->rank, t->dims, buf, sizeof buf));
+    return TFS_OK;
+}
+
 /* The size input: int32 [2] (height, width). */
 static enum tfs_code check_size(const tfs_node *n, const tfs_tensor *size, tfs_status *st)
 {
@@ -80,7 +91,6 @@ static enum tfs_code check_size(const tfs_node *n, const tfs_tensor *size, tfs_s
 static enum tfs_code resize_init(tfs_kernel_ctx *k, resize_geom *g, tfs_status *st)
 {
     const tfs_node *n = k->node;
-    char buf[128];
     enum tfs_code rc;
     if (k->n_in != 2)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
@@ -94,10 +104,7 @@ static enum tfs_code resize_init(tfs_kernel_ctx *k, resize_geom *g, tfs_status *
     if (T && T->kind == TFS_ATTR_TYPE && T->type != in->dtype)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "images are %s but attr T is %s",
                              tfs_dtype_short_name(in->dtype), tfs_dtype_short_name(T->type));
-    if (in->rank != 4)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input must be 4-dimensional%s",
-                             tfs_shape_str(in->rank, in->dims, buf, sizeof buf));
-    if ((rc = check_size(n, size, st)) != TFS_OK)
+    if ((rc = check_4d(n, in, "input", st)) != TFS_OK || (rc = check_size(n, size, st)) != TFS_OK)
         return rc;
     const int32_t *sz = size->data;
     g->batch = in->dims[0];
@@ -342,16 +349,6 @@ static enum tfs_code grad_begin(tfs_kernel_ctx *k, const tfs_tensor *grads, int6
     return TFS_OK;
 }
 
-static enum tfs_code grads_4d(tfs_kernel_ctx *k, const tfs_tensor *t, const char *what,
-                              tfs_status *st)
-{
-    char buf[128];
-    if (t->rank != 4)
-        return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT, "%s must be 4-dimensional%s", what,
-                             tfs_shape_str(t->rank, t->dims, buf, sizeof buf));
-    return TFS_OK;
-}
-
 typedef struct bilinear_grad_job {
     const resize_geom *g;
     const float       *grads;
@@ -405,8 +402,8 @@ enum tfs_code tfs__k_resize_bilinear_grad(tfs_kernel_ctx *k, tfs_status *st)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
     const tfs_tensor *grads = k->in[0], *orig = k->in[1];
     enum tfs_code rc;
-    if ((rc = grads_4d(k, grads, "input_grad", st)) != TFS_OK ||
-        (rc = grads_4d(k, orig, "original_image", st)) != TFS_OK)
+    if ((rc = check_4d(n, grads, "input_grad", st)) != TFS_OK ||
+        (rc = check_4d(n, orig, "original_image", st)) != TFS_OK)
         return rc;
     if (grads->dtype != TFS_DTYPE_FLOAT)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input_grad must be of type float, got %s",
@@ -480,7 +477,7 @@ enum tfs_code tfs__k_resize_nearest_neighbor_grad(tfs_kernel_ctx *k, tfs_status 
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d", k->n_in);
     const tfs_tensor *grads = k->in[0], *size = k->in[1];
     enum tfs_code rc;
-    if ((rc = grads_4d(k, grads, "input", st)) != TFS_OK)
+    if ((rc = check_4d(n, grads, "input", st)) != TFS_OK)
         return rc;
     if (grads->dtype != TFS_DTYPE_FLOAT && grads->dtype != TFS_DTYPE_DOUBLE &&
         grads->dtype != TFS_DTYPE_INT32)
