@@ -25,6 +25,8 @@ void tfs_perf_http_reset(tfs_perf_http *h, bool keep_body)
     h->remaining      = 0;
     h->line_len       = 0;
     h->body_len       = 0;
+    h->server_queue_us   = -1;
+    h->server_compute_us = -1;
     if (h->body)
         h->body[0] = 0;
 }
@@ -99,6 +101,22 @@ static void end_of_headers(tfs_perf_http *h)
         h->state = TFS_PERF_HTTP_UNTIL_CLOSE;
 }
 
+/* A header value of decimal digits (at most 15): its value, else -1. */
+static int64_t micros_value(const char *v, const char *end)
+{
+    int64_t x = 0;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (v == end || end - v > 15)
+        return -1;
+    for (; v < end; v++) {
+        if (!isdigit((unsigned char)*v))
+            return -1;
+        x = x * 10 + (*v - '0');
+    }
+    return x;
+}
+
 /* One complete line without its CR LF. */
 static void on_line(tfs_perf_http *h, const char *l, size_t n)
 {
@@ -136,6 +154,10 @@ static void on_line(tfs_perf_http *h, const char *l, size_t n)
         } else if (header_is(l, n, "connection", &v)) {
             if (contains_token(v, (size_t)(l + n - v), "close"))
                 h->close = true;
+        } else if (header_is(l, n, "x-tfserve-queue-micros", &v)) {
+            h->server_queue_us = micros_value(v, l + n);
+        } else if (header_is(l, n, "x-tfserve-compute-micros", &v)) {
+            h->server_compute_us = micros_value(v, l + n);
         }
         return;
     case TFS_PERF_HTTP_CHUNK_SIZE: {

@@ -161,6 +161,9 @@ typedef struct tfs_perf_http {
     char     line[TFS_PERF_HTTP_LINE_MAX];
     char    *body;          /* when keep_body; owned, NUL-terminated */
     size_t   body_len, body_cap;
+    /* tfserve's X-Tfserve-Queue-Micros and X-Tfserve-Compute-Micros headers (the task's wait for
+     * its batch, the run of the batch it was in); -1 when the response has none. */
+    int64_t  server_queue_us, server_compute_us;
 } tfs_perf_http;
 
 /* Starts a new response (keeps the body buffer for reuse). */
@@ -190,6 +193,9 @@ typedef struct tfs_perf_stats {
     uint64_t errors;
     uint64_t err_by_slot[TFS_PERF_ERR_SLOTS];
     uint64_t last_done_ns;   /* completion time of the last measured request */
+    /* What the server said of the successful requests that carried tfserve's timing headers, us:
+     * queue (wait for the batch) and compute (the run of the request's batch). */
+    tfs_perf_hist server_queue, server_compute;
 } tfs_perf_stats;
 
 typedef struct tfs_perf_step_result {
@@ -206,6 +212,8 @@ void tfs_perf_stats_init(tfs_perf_stats *s);
 void tfs_perf_stats_merge(tfs_perf_stats *into, const tfs_perf_stats *from);
 /* Counts one measured request: latency_ns when slot < 0 (success), else an error in slot. */
 void tfs_perf_stats_add(tfs_perf_stats *s, int slot, uint64_t latency_ns, uint64_t done_ns);
+/* Counts the server's timing headers of one measured successful response (each only when >= 0). */
+void tfs_perf_stats_add_server(tfs_perf_stats *s, int64_t queue_us, int64_t compute_us);
 void tfs_perf_step_result_deinit(tfs_perf_step_result *r);
 
 /* The schedule of one step, shared by both drivers: warmup, then the timed window. */

@@ -70,7 +70,22 @@ void tfs_perf_report_row(FILE *f, const tfs_perf_step_result *r, enum tfs_perf_p
             us(tfs_perf_hist_percentile(h, 50)), us(tfs_perf_hist_percentile(h, 90)),
             us(tfs_perf_hist_percentile(h, 99)), us(h->count ? h->max : 0),
             (unsigned long long)r->stats.ok, (unsigned long long)r->stats.errors, det);
+    const tfs_perf_hist *q = &r->stats.server_queue, *c = &r->stats.server_compute;
+    if (q->count || c->count) /* tfserve's timing headers: where the latency went */
+        fprintf(f, "%-11s %8s %11s   server: queue p50 %.0f p99 %.0f us, compute p50 %.0f p99 %.0f "
+                   "us (%llu responses)\n", "", "", "", (double)tfs_perf_hist_percentile(q, 50),
+                (double)tfs_perf_hist_percentile(q, 99), (double)tfs_perf_hist_percentile(c, 50),
+                (double)tfs_perf_hist_percentile(c, 99), (unsigned long long)c->count);
     fflush(f);
+}
+
+/* A percentile of a histogram of the server's headers as CSV text: empty when none came. */
+static const char *server_us(const tfs_perf_hist *h, double p, char buf[24])
+{
+    if (!h->count)
+        return "";
+    snprintf(buf, 24, "%llu", (unsigned long long)tfs_perf_hist_percentile(h, p));
+    return buf;
 }
 
 enum tfs_code tfs_perf_report_csv(const char *path, const tfs_perf_opts *o,
@@ -80,20 +95,23 @@ enum tfs_code tfs_perf_report_csv(const char *path, const tfs_perf_opts *o,
     if (!f)
         return TFS_ERR(st, TFS_PERMISSION_DENIED, "cannot write '%s'", path);
     fprintf(f, "protocol,model,mode,value,duration_s,throughput_rps,p50_us,p90_us,p99_us,max_us,"
-               "mean_us,ok,errors,error_detail\n");
+               "mean_us,ok,errors,error_detail,server_queue_p50_us,server_queue_p99_us,"
+               "server_compute_p50_us,server_compute_p99_us\n");
     for (int i = 0; i < n; i++) {
         const tfs_perf_step_result *r = &rs[i];
         const tfs_perf_hist *h = &r->stats.hist;
-        char det[512];
+        char det[512], q50[24], q99[24], c50[24], c99[24];
         tfs_perf_errors_text(&r->stats, o->protocol, det, sizeof det);
-        fprintf(f, "%s,%s,%s,%g,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%llu,%llu,%s\n",
+        const tfs_perf_hist *q = &r->stats.server_queue, *sc = &r->stats.server_compute;
+        fprintf(f, "%s,%s,%s,%g,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%llu,%llu,%s,%s,%s,%s,%s\n",
                 o->protocol == TFS_PERF_REST ? "rest" : "grpc", o->model,
                 r->step.open_loop ? "rate" : "concurrency",
                 r->step.open_loop ? r->step.rate : (double)r->step.concurrency, r->elapsed_s,
                 r->throughput, us(tfs_perf_hist_percentile(h, 50)), us(tfs_perf_hist_percentile(h, 90)),
                 us(tfs_perf_hist_percentile(h, 99)), us(h->count ? h->max : 0),
                 tfs_perf_hist_mean(h) / 1000.0, (unsigned long long)r->stats.ok,
-                (unsigned long long)r->stats.errors, det);
+                (unsigned long long)r->stats.errors, det, server_us(q, 50, q50), server_us(q, 99, q99),
+                server_us(sc, 50, c50), server_us(sc, 99, c99));
     }
     if (fclose(f) != 0)
         return TFS_ERR(st, TFS_DATA_LOSS, "writing '%s' failed", path);
@@ -137,6 +155,16 @@ enum tfs_code tfs_perf_report_json(const char *path, const tfs_perf_opts *o,
                                     json_integer((json_int_t)r->stats.err_by_slot[k]));
             }
         json_object_set_new(s, "errors_by_code", errs);
+        const tfs_perf_hist *q = &r->stats.server_queue, *sc = &r->stats.server_compute;
+        if (q->count || sc->count) {
+            json_t *srv = json_object();
+            json_object_set_new(srv, "responses", json_integer((json_int_t)sc->count));
+            json_object_set_new(srv, "queue_p50_us", json_integer((json_int_t)tfs_perf_hist_percentile(q, 50)));
+            json_object_set_new(srv, "queue_p99_us", json_integer((json_int_t)tfs_perf_hist_percentile(q, 99)));
+            json_object_set_new(srv, "compute_p50_us", json_integer((json_int_t)tfs_perf_hist_percentile(sc, 50)));
+            json_object_set_new(srv, "compute_p99_us", json_integer((json_int_t)tfs_perf_hist_percentile(sc, 99)));
+            json_object_set_new(s, "server", srv);
+        }
         json_array_append_new(steps, s);
     }
     if (json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) != 0)

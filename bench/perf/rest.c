@@ -108,8 +108,12 @@ static void request_done(rest_conn *c, int slot, bool reopen)
     uint64_t     now = tfs_perf_now_ns();
     c->busy = false;
     w->outstanding--;
-    if (measured(w, c->t_sched))
+    if (measured(w, c->t_sched)) {
         tfs_perf_stats_add(&w->stats, slot, now - c->t_sched, now);
+        if (slot < 0)
+            tfs_perf_stats_add_server(&w->stats, c->http.server_queue_us,
+                                      c->http.server_compute_us);
+    }
     if (reopen) {
         conn_close(c);
         if (running(w, now) && !conn_open(c) && measured(w, now))

@@ -93,11 +93,15 @@ void tfs_perf_stats_init(tfs_perf_stats *s)
 {
     memset(s, 0, sizeof *s);
     tfs_perf_hist_init(&s->hist);
+    tfs_perf_hist_init(&s->server_queue);
+    tfs_perf_hist_init(&s->server_compute);
 }
 
 void tfs_perf_stats_merge(tfs_perf_stats *into, const tfs_perf_stats *from)
 {
     tfs_perf_hist_merge(&into->hist, &from->hist);
+    tfs_perf_hist_merge(&into->server_queue, &from->server_queue);
+    tfs_perf_hist_merge(&into->server_compute, &from->server_compute);
     into->ok += from->ok;
     into->errors += from->errors;
     for (int i = 0; i < TFS_PERF_ERR_SLOTS; i++)
@@ -117,6 +121,14 @@ void tfs_perf_stats_add(tfs_perf_stats *s, int slot, uint64_t latency_ns, uint64
     }
     if (done_ns > s->last_done_ns)
         s->last_done_ns = done_ns;
+}
+
+void tfs_perf_stats_add_server(tfs_perf_stats *s, int64_t queue_us, int64_t compute_us)
+{
+    if (queue_us >= 0)
+        tfs_perf_hist_record(&s->server_queue, (uint64_t)queue_us);
+    if (compute_us >= 0)
+        tfs_perf_hist_record(&s->server_compute, (uint64_t)compute_us);
 }
 
 void tfs_perf_step_result_deinit(tfs_perf_step_result *r)
