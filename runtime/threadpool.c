@@ -28,6 +28,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -278,6 +279,11 @@ static void start_workers(int n)
                          "%d threads", i + 1, n - 1, strerror(rc), i + 1);
             break;
         }
+        /* Named for top and perf: else a worker bears the name of whichever thread happened to
+         * start it (a REST or batch thread), and its work reads as that thread's. */
+        char name[16];
+        snprintf(name, sizeof name, "tfs-pool-%hu", (unsigned short)(i + 1));   /* 15 chars max */
+        pthread_setname_np(w->thread, name);
         atomic_store(&pool.nworkers, i + 1);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -1,11 +1,14 @@
 /* Tests of the intra-op thread pool (runtime/threadpool.c): tfs__parallel_for covers [0, n)
  * exactly once in ranges of at least `grain`, runs small loops and nested loops inline, survives
- * many concurrent callers and size changes, uses its workers (also in a child of fork()) in the
- * caller's floating-point mode, and holds OpenBLAS at one thread.
+ * many concurrent callers and size changes, uses its workers (named tfs-pool-N; also in a child of
+ * fork()) in the caller's floating-point mode, and holds OpenBLAS at one thread.
  */
 #include <cblas.h>
 #include <check.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -129,6 +132,28 @@ START_TEST(test_pool_one_thread)
 }
 END_TEST
 
+/* True when a thread of this process has that name (/proc/self/task/TID/comm), as top and perf
+ * show it. */
+static bool has_thread_named(const char *want)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return false;
+    bool found = false;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        char path[300], name[32] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(name, sizeof name, f))
+            found = strncmp(name, want, strlen(want)) == 0 && name[strlen(want)] == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
 START_TEST(test_pool_uses_workers)
 {
     /* 2 threads and 100 ranges of 1 ms (sleeping, so a loaded machine still runs the worker):
@@ -141,6 +166,7 @@ START_TEST(test_pool_uses_workers)
     ck_assert_int_eq(atomic_load(&c.other_thread), 1);
     ck_assert_int_le(atomic_load(&c.max_running), 2);
     ck_assert(cover_done(&c));
+    ck_assert_msg(has_thread_named("tfs-pool-1"), "no thread of this process is named tfs-pool-1");
     tfs_runtime_set_num_threads(0);
 }
 END_TEST
