@@ -501,7 +501,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         c->next->prev = c;
     r->suspended = c;
     MHD_suspend_connection(conn);
-    pthread_cond_signal(&r->watch_cv);
+    /* Only the first suspended connection wakes the watcher, which sleeps untimed while there
+     * are none; with some it already looks every WATCH_MS. Waking it on every suspend cost a
+     * context switch and a poll of every suspended socket per request (4% of a batched server's
+     * CPU at 64 clients). */
+    if (!c->next)
+        pthread_cond_signal(&r->watch_cv);
     pthread_mutex_unlock(&r->mu);
     return MHD_YES;
 }

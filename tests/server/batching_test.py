@@ -8,7 +8,7 @@
     second one);
   - a gRPC deadline shorter than batch_timeout: DEADLINE_EXCEEDED, and the metrics show the task
     dropped, not run (rows run unchanged);
-  - a REST client that closes its socket right after sending: its task is cancelled, the server
+  - REST clients that close their sockets while queued: their tasks are cancelled, the server
     stays healthy;
   - SIGTERM with predicts queued: each gets its answer, exit 0;
   - a bad batching_parameters_file: exit 1 naming file:line:col;
@@ -181,13 +181,26 @@ def check_disconnect_and_shutdown(build, demo, tmp):
     srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf])
     try:
         body = predict_body([3])
-        s = socket.create_connection(("127.0.0.1", srv.rest))
-        s.sendall(("POST /v1/models/%s:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
-                   "\r\n" % (MODEL, len(body))).encode() + body)
+
+        def send_predict():
+            s = socket.create_connection(("127.0.0.1", srv.rest))
+            s.sendall(("POST /v1/models/%s:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                       "\r\n" % (MODEL, len(body))).encode() + body)
+            return s
+
+        # Two queued predicts; the one sent second hangs up first (it is not the connection
+        # that woke the watcher), then the other.
+        first = send_predict()
         time.sleep(0.1)
-        s.close()
+        second = send_predict()
+        time.sleep(0.1)
+        second.close()
         time.sleep(0.3)
         g.check(metric(srv.rest, "tfserve_batch_rejections_total", 'reason="cancelled"') == 1,
+                "the task of a client that hung up is cancelled while another stays queued")
+        first.close()
+        time.sleep(0.3)
+        g.check(metric(srv.rest, "tfserve_batch_rejections_total", 'reason="cancelled"') == 2,
                 "the task of a client that hung up is cancelled while queued")
         st, _, _ = http(srv.rest, "POST", "/v1/models/%s:predict" % MODEL, predict_body([1]))
         g.check(st == 200, "the server still answers after the hang-up (%d)" % st)
