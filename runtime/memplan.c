@@ -710,8 +710,8 @@ static bool shape_bytes(enum tfs_dtype dt, int rank, const int64_t *dims, size_t
         return false;
     int64_t n = tfs_shape_nelem(rank, dims);
     size_t esz = tfs_dtype_size(dt);
-    if (n < 0 || esz == 0 || (uint64_t)n > TFS_TENSOR_MAX_BYTES / esz)
-        return false;
+    if (n < 0 || esz == 0 || (uint64_t)n > tfs_runtime_max_tensor_bytes() / esz)
+        return false;   /* tfs_tensor_new refuses it, before allocating anything */
     *nbytes = (size_t)n * esz;
     return true;
 }

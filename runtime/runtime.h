@@ -37,4 +37,20 @@ int tfs_runtime_num_threads(void);
 /* The instruction set of the float GEMM kernels chosen for this CPU: "avx512", "avx2" or "c". */
 const char *tfs_runtime_gemm_kernel(void);
 
+/* ---- memory: the largest tensor ------------------------------------------------------------- */
+
+/* The most bytes the runtime allocates for one tensor: a kernel's output, a tensor decoded from
+ * a request, a variable read from a checkpoint. A larger one fails with RESOURCE_EXHAUSTED
+ * ("... exceeds the N-byte limit on one tensor") before anything is allocated. This is what
+ * stops a request whose values decide a shape (Fill's dims, Tile's multiples, Range's limit, a
+ * num_segments, a gRPC tensor whose one value is broadcast to a large shape) from taking more
+ * memory than the machine has: Linux lets such an allocation succeed and kills the process when
+ * its pages are touched. n = 0 restores the default, half the memory the process may use
+ * (physical memory, or its cgroup v2 memory.max when lower); every value is capped at
+ * TFS_TENSOR_MAX_BYTES. Tensors wrapping memory that exists already are not limited by it.
+ * Thread-safe; set it once at startup (tfserve: --max_tensor_bytes). */
+void tfs_runtime_set_max_tensor_bytes(size_t n);
+/* The limit now. Thread-safe. */
+size_t tfs_runtime_max_tensor_bytes(void);
+
 #endif

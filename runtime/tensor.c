@@ -9,8 +9,10 @@
 #include "runtime/tensor.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/alloc.h"
 #include "runtime/runtime-impl.h"
@@ -197,9 +199,52 @@ static void unref_source(void *data, void *arg)
     tfs_tensor_unref(arg);
 }
 
-/* Validates dtype and shape and fills a new tensor header (no buffer). */
+/* ---- the largest tensor -------------------------------------------------------------------- */
+
+static _Atomic size_t max_tensor_bytes;   /* 0: not decided yet (the default on first use) */
+
+/* Half of the memory this process may use: physical memory, or its cgroup v2 memory.max when
+ * that is lower (a container's limit); TFS_TENSOR_MAX_BYTES when neither can be read. */
+static size_t default_max_tensor_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");   /* "max" when unlimited */
+    if (f) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1 && v > 0 && (mem == 0 || v < mem))
+            mem = v;
+        fclose(f);
+    }
+    uint64_t half = mem / 2;
+    return half == 0 || half > TFS_TENSOR_MAX_BYTES ? TFS_TENSOR_MAX_BYTES : (size_t)half;
+}
+
+void tfs_runtime_set_max_tensor_bytes(size_t n)
+{
+    if (n == 0)
+        n = default_max_tensor_bytes();
+    atomic_store_explicit(&max_tensor_bytes, n > TFS_TENSOR_MAX_BYTES ? TFS_TENSOR_MAX_BYTES : n,
+                          memory_order_relaxed);
+}
+
+size_t tfs_runtime_max_tensor_bytes(void)
+{
+    size_t n = atomic_load_explicit(&max_tensor_bytes, memory_order_relaxed);
+    if (n == 0) {   /* racing first uses compute the same default */
+        n = default_max_tensor_bytes();
+        atomic_store_explicit(&max_tensor_bytes, n, memory_order_relaxed);
+    }
+    return n;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+
+/* Validates dtype and shape and fills a new tensor header (no buffer). A buffer of more than
+ * `limit` bytes is refused: tfs_runtime_max_tensor_bytes() where one is to be allocated,
+ * TFS_TENSOR_MAX_BYTES where the memory exists already (wrap, reshape). */
 static enum tfs_code tensor_header(enum tfs_dtype dtype, int rank, const int64_t *dims,
-                                   tfs_tensor **out, tfs_status *st)
+                                   size_t limit, tfs_tensor **out, tfs_status *st)
 {
     *out = NULL;
     if (rank < 0 || rank > TFS_MAX_RANK)
@@ -214,12 +259,11 @@ static enum tfs_code tensor_header(enum tfs_dtype dtype, int rank, const int64_t
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor dimension %d is negative (%" PRId64 ")",
                            i, dims[i]);
     int64_t nelem = tfs_shape_nelem(rank, dims);
-    if (nelem < 0 || (uint64_t)nelem > TFS_TENSOR_MAX_BYTES / esize) {
+    if (nelem < 0 || (uint64_t)nelem > limit / esize) {
         char sh[128];
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED,
-                       "tensor of shape %s and dtype %s exceeds the %zu-byte limit",
-                       tfs_shape_str(rank, dims, sh, sizeof sh), tfs_dtype_name(dtype),
-                       (size_t)TFS_TENSOR_MAX_BYTES);
+                       "tensor of shape %s and dtype %s exceeds the %zu-byte limit on one tensor",
+                       tfs_shape_str(rank, dims, sh, sizeof sh), tfs_dtype_name(dtype), limit);
     }
     tfs_tensor *t = tfs_calloc(1, sizeof *t);
     if (!t)
@@ -240,7 +284,7 @@ enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims
 {
     tfs_tensor *t = NULL;
     *out = NULL;
-    enum tfs_code rc = tensor_header(dtype, rank, dims, &t, st);
+    enum tfs_code rc = tensor_header(dtype, rank, dims, tfs_runtime_max_tensor_bytes(), &t, st);
     if (rc != TFS_OK)
         return rc;
     if (t->nbytes > 0) {
@@ -273,7 +317,7 @@ enum tfs_code tfs_tensor_wrap(enum tfs_dtype dtype, int rank, const int64_t *dim
     if (dtype == TFS_DTYPE_STRING)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "DT_STRING tensors cannot wrap external memory");
     tfs_tensor *t = NULL;
-    enum tfs_code rc = tensor_header(dtype, rank, dims, &t, st);
+    enum tfs_code rc = tensor_header(dtype, rank, dims, TFS_TENSOR_MAX_BYTES, &t, st);
     if (rc != TFS_OK)
         return rc;
     t->data = data;
@@ -289,7 +333,7 @@ enum tfs_code tfs_tensor_reshape(tfs_tensor *src, int rank, const int64_t *dims,
 {
     *out = NULL;
     tfs_tensor *t = NULL;
-    enum tfs_code rc = tensor_header(src->dtype, rank, dims, &t, st);
+    enum tfs_code rc = tensor_header(src->dtype, rank, dims, TFS_TENSOR_MAX_BYTES, &t, st);
     if (rc != TFS_OK)
         return rc;
     if (t->nelem != src->nelem) {

@@ -79,6 +79,10 @@ static const flag_def flags[] = {
     {"max_model_memory_bytes", FLAG_INT, "0", F(max_model_memory_bytes),
      "Refuse to load a version that would bring the loaded models' tensors past this many bytes; "
      "0: no limit (a tfserve flag)"},
+    {"max_tensor_bytes", FLAG_INT, "0", F(max_tensor_bytes),
+     "Refuse any tensor larger than this many bytes (a request whose values decide a shape, a "
+     "gRPC tensor that broadcasts one value) with an error instead of allocating it; 0: half the "
+     "memory the process may use (physical, or its cgroup's limit) (a tfserve flag)"},
     {"graph_rewrites", FLAG_BOOL, "true", F(graph_rewrites),
      "Rewrite each model's graph for serving after loading it: constant folding, Identity "
      "removal, BatchNorm folding, MatMul/Conv2D + BiasAdd + activation fusion; false serves "

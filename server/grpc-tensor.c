@@ -146,9 +146,12 @@ enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, cons
     }
     int64_t nelem = tfs_shape_nelem(rank, dims);
     size_t  esize = tfs_dtype_size(dt);
-    if (nelem < 0 || (uint64_t)nelem > TFS_TENSOR_MAX_BYTES / esize) {
-        code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor parsing error: %s (shape too large)",
-                       name);
+    /* A few bytes of message can declare any shape (typed values broadcast their last one), so
+     * the shape is held to the runtime's limit on one tensor before anything is allocated. */
+    if (nelem < 0 || (uint64_t)nelem > tfs_runtime_max_tensor_bytes() / esize) {
+        code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor parsing error: %s (shape too large: "
+                       "over the %zu-byte limit on one tensor)", name,
+                       tfs_runtime_max_tensor_bytes());
         goto fail;
     }
     size_t nbytes = (size_t)nelem * esize;

@@ -128,6 +128,12 @@ int main(int argc, char **argv)
         rc = start_error(&st);
         goto done;
     }
+    if (f.max_tensor_bytes < 0) {
+        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_tensor_bytes=%lld is negative",
+                (long long)f.max_tensor_bytes);
+        rc = start_error(&st);
+        goto done;
+    }
     if (f.grpc_num_threads < 1 || f.grpc_num_threads > 64) {
         TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--grpc_num_threads=%lld is not in [1, 64]",
                 (long long)f.grpc_num_threads);
@@ -150,6 +156,12 @@ int main(int argc, char **argv)
                  (long long)f.tensorflow_intra_op_parallelism,
                  f.tensorflow_intra_op_parallelism == 0 ? ": the CPUs" : "",
                  tfs_runtime_gemm_kernel());
+
+    /* The largest tensor anything may allocate (runtime.h); before any model loads. */
+    tfs_runtime_set_max_tensor_bytes((size_t)f.max_tensor_bytes);
+    TFS_LOG_INFO(LOG_MODULE, "largest tensor: %zu bytes (--max_tensor_bytes=%lld%s)",
+                 tfs_runtime_max_tensor_bytes(), (long long)f.max_tensor_bytes,
+                 f.max_tensor_bytes == 0 ? ": half the memory" : "");
 
     /* The device every model's sessions use (runtime/device.h); before any model loads. A GPU
      * reserves its memory pool when the first model that runs on it loads. */

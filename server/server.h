@@ -55,6 +55,7 @@ typedef struct tfs_server_flags {
     int64_t            file_system_poll_wait_seconds;   /* default 1; <= 0: no polling */
     bool               allow_version_labels_for_unavailable_models;   /* default false */
     int64_t            max_model_memory_bytes; /* ours: 0 = no limit (default) */
+    int64_t            max_tensor_bytes;       /* ours: 0 = half the memory (runtime.h) */
     bool               graph_rewrites;         /* ours: rewrite graphs for serving, default true */
     char              *monitoring_config_file; /* MonitoringConfig text, default "" */
     char              *metrics_path;           /* ours: Prometheus path, "" = per config/off */

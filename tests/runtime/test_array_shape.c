@@ -98,6 +98,21 @@ START_TEST(test_fill_zeros_ones)
     ins[1] = rt_scalar_f32(2);
     ck_assert_int_eq(at_run("Fill", 2, ins, false, NULL, NULL, 1, &out, &st), TFS_INVALID_ARGUMENT);
     rt_assert_err(st, TFS_INVALID_ARGUMENT, "node 'op'");
+    /* dims from a request that ask for more than the limit on one tensor: refused before any
+     * allocation (runtime.h), and the same op under the limit still runs */
+    tfs_runtime_set_max_tensor_bytes(1 << 20);
+    ins[0] = at_i32v(2, I32(1024, 1024));
+    ins[1] = rt_scalar_f32(2);
+    ck_assert_int_eq(at_run("Fill", 2, ins, false, NULL, NULL, 1, &out, &st),
+                     TFS_RESOURCE_EXHAUSTED);
+    ck_assert_msg(strstr(st.msg, "exceeds the 1048576-byte limit on one tensor"), "%s", st.msg);
+    ins[0] = at_i32v(2, I32(512, 512));
+    ins[1] = rt_scalar_f32(2);
+    ck_assert_int_eq(at_run("Fill", 2, ins, false, NULL, NULL, 1, &out, &st), TFS_OK);
+    ck_assert_int_eq(out->nelem, 512 * 512);
+    ck_assert(((const float *)out->data)[512 * 512 - 1] == 2.0f);
+    tfs_tensor_unref(out);
+    tfs_runtime_set_max_tensor_bytes(0);
     ins[0] = at_i32v(1, I32(2));
     ins[1] = at_i32v(1, I32(2));
     ck_assert_int_eq(at_run("Fill", 2, ins, false, NULL, NULL, 1, &out, &st), TFS_INVALID_ARGUMENT);

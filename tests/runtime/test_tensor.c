@@ -1,8 +1,11 @@
 /* Tests of runtime/tensor.c: the dtype table, tensor lifetime (refcounts, deallocators, views),
  * size and shape validation, strings and shape helpers. */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/runtime/helpers.h"
 
@@ -89,6 +92,41 @@ START_TEST(test_tensor_rejects_bad_shapes)
     ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_FLOAT, 1, big, &t, &st), TFS_RESOURCE_EXHAUSTED);
     ck_assert_ptr_nonnull(strstr(st.msg, "[34359738368]"));
     ck_assert_int_eq(tfs_tensor_new_scalar(TFS_DTYPE_COMPLEX64, &t, &st), TFS_UNIMPLEMENTED);
+}
+END_TEST
+
+/* The limit on one tensor's allocation (runtime.h): the default is half the memory, a setting
+ * holds to the byte, wrapped memory is not limited, and no setting passes TFS_TENSOR_MAX_BYTES. */
+START_TEST(test_tensor_max_bytes_setting)
+{
+    tfs_runtime_set_max_tensor_bytes(0);
+    size_t def = tfs_runtime_max_tensor_bytes();
+    uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    ck_assert_msg(def > 0 && def <= TFS_TENSOR_MAX_BYTES && def <= phys / 2,
+                  "default %zu, physical memory %llu", def, (unsigned long long)phys);
+
+    tfs_tensor *t = NULL;
+    tfs_status st;
+    tfs_runtime_set_max_tensor_bytes(1 << 20);
+    ck_assert_uint_eq(tfs_runtime_max_tensor_bytes(), 1 << 20);
+    int64_t fits[] = {512, 512}, over[] = {512, 513};   /* 1 MiB and 1 MiB + 2 KiB of floats */
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_FLOAT, 2, fits, &t, &st), TFS_OK);
+    tfs_tensor_unref(t);
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_FLOAT, 2, over, &t, &st), TFS_RESOURCE_EXHAUSTED);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(st.msg, "[512,513]") &&
+                  strstr(st.msg, "exceeds the 1048576-byte limit on one tensor"), "%s", st.msg);
+    /* memory that exists already is only wrapped, whatever its size */
+    float *buf = malloc(512 * 513 * sizeof(float));
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(tfs_tensor_wrap(TFS_DTYPE_FLOAT, 2, over, buf, NULL, NULL, &t, &st), TFS_OK);
+    tfs_tensor_unref(t);
+    free(buf);
+
+    tfs_runtime_set_max_tensor_bytes(SIZE_MAX);
+    ck_assert_uint_eq(tfs_runtime_max_tensor_bytes(), TFS_TENSOR_MAX_BYTES);
+    tfs_runtime_set_max_tensor_bytes(0);
+    ck_assert_uint_eq(tfs_runtime_max_tensor_bytes(), def);
 }
 END_TEST
 
@@ -262,6 +300,7 @@ Suite *suite_runtime_tensor(void)
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_tensor_new_zeroed);
     tcase_add_test(tc, test_tensor_rejects_bad_shapes);
+    tcase_add_test(tc, test_tensor_max_bytes_setting);
     tcase_add_test(tc, test_tensor_wrap_deallocates_on_last_unref);
     tcase_add_test(tc, test_tensor_reshape_is_a_view);
     tcase_add_test(tc, test_tensor_copy_numbers);

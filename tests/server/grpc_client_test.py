@@ -402,6 +402,10 @@ def check_errors(srv, name, what):
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "half_val", what + " half_val")
     req = predict_req(name, [1.0], key="nope")
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "", what + " unknown input name")
+    # One value broadcast to 2^40 floats (4 TiB) by a 20-byte tensor: refused before allocating.
+    req = predict_req(name, [1.0], shape=[1 << 40])
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "shape too large",
+                 what + " one float_val declared as 2^40 values")
     expect_error(lambda: srv.raw(PS + "Predict", b"\xff\xff\xff\xff garbage"), E.INVALID_ARGUMENT,
                  "", what + " garbage bytes")
     t0 = time.time()
@@ -643,6 +647,33 @@ def check_stop_with_idle_connection(build, demo, tmp):
         s.stop()
 
 
+def check_max_tensor_bytes(build, demo, tmp):
+    """--max_tensor_bytes caps every tensor: a request tensor over it is INVALID_ARGUMENT naming
+    the limit, one at it is served; a negative value stops the start."""
+    s = Server(build, "half_plus_two", demo, tmp, ["--max_tensor_bytes=4096"])
+    try:
+        at = [float(i % 7) for i in range(1024)]   # 4096 bytes: in and out at the limit
+        r = predict(s, predict_req("half_plus_two", at, content=True))
+        check(close(list(r.outputs["y"].float_val), [0.5 * v + 2 for v in at]),
+              "1024 floats under --max_tensor_bytes=4096")
+        expect_error(lambda: predict(s, predict_req("half_plus_two", at + [1.0], content=True)),
+                     grpc.StatusCode.INVALID_ARGUMENT, "over the 4096-byte limit on one tensor",
+                     "1025 floats over --max_tensor_bytes=4096")
+        r = predict(s, predict_req("half_plus_two", [1.0, 2.0, 5.0]))
+        check(close(list(r.outputs["y"].float_val), [2.5, 3.0, 4.5]),
+              "served after the refusal")
+        check("largest tensor: 4096 bytes" in s.logs(), "the log states the limit")
+    finally:
+        s.stop()
+    p = subprocess.run([os.path.join(build, "server", "tfserve"), "--port=%d" % free_port(),
+                        "--model_name=half_plus_two", "--model_base_path=" + demo,
+                        "--max_tensor_bytes=-1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 1 and "--max_tensor_bytes=-1 is negative" in out,
+          "--max_tensor_bytes=-1: rc %d: %s" % (p.returncode, out[-300:]))
+
+
 def check_channel_args(build, demo, tmp):
     """--grpc_channel_arguments reaches the C core: a 1000-byte receive limit refuses a 2 KB
     request with RESOURCE_EXHAUSTED and still serves small ones; bad values stop the start."""
@@ -724,6 +755,7 @@ def main():
         s.stop()
         servers.remove(s)
         check_channel_args(a.build, demo, tmp)
+        check_max_tensor_bytes(a.build, demo, tmp)
         check_stop_under_load(a.build, demo, tmp)
         check_stop_with_idle_connection(a.build, demo, tmp)
         # One thread on the queue: the same concurrent mix still works, and calls that wait
