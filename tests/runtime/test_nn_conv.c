@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/runtime/nn-helpers.h"
 
@@ -221,6 +222,32 @@ START_TEST(test_nn_conv2d_direct_path)
 }
 END_TEST
 
+/* The direct path reads the filter in place and is chosen only while the filter stays in L2
+ * between its uses (nn-conv-direct.c): a filter of a quarter of L2 or less always, up to all of L2
+ * when each thread has 32 output rows or more, a larger one never (im2col and the packed GEMM). */
+START_TEST(test_nn_conv2d_direct_choice)
+{
+    tfs_runtime_set_num_threads(2);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 <= 0)
+        l2 = 1L << 20;
+    /* 3x3 windows on a 14x14 SAME output; in_c = 64 and out_c chosen for the filter's size */
+    tfs_nn_geom g = {.batch = 1, .in_h = 14, .in_w = 14, .in_c = 64, .k_h = 3, .k_w = 3,
+                     .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .pad_top = 1,
+                     .pad_left = 1, .out_h = 14, .out_w = 14};
+    int64_t per_out_c = 3 * 3 * 64 * (int64_t)sizeof(float);   /* filter bytes per output channel */
+    int64_t small = l2 / 8 / per_out_c, half = l2 / 2 / per_out_c, over = 2 * l2 / per_out_c;
+    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));    /* 14 rows, 7 a thread: still in L2 */
+    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));    /* 7 rows a thread cannot repay it */
+    ck_assert(!tfs__nn_conv2d_direct_ok(&g, over));
+    g.batch = 8;                                       /* 112 rows, 56 a thread */
+    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
+    ck_assert(tfs__nn_conv2d_direct_ok(&g, half));
+    ck_assert(!tfs__nn_conv2d_direct_ok(&g, over));
+    tfs_runtime_set_num_threads(0);
+}
+END_TEST
+
 START_TEST(test_nn_conv2d_1x1_and_dtypes)
 {
     /* 1x1 with stride 1 (the direct path), 1x1 with stride 2 (patches), and a larger channel
@@ -371,6 +398,7 @@ Suite *suite_runtime_nn_conv(void)
     tcase_add_test(tc, test_nn_conv2d_hand_same_even_kernel);
     tcase_add_test(tc, test_nn_conv2d_random_geometries);
     tcase_add_test(tc, test_nn_conv2d_direct_path);
+    tcase_add_test(tc, test_nn_conv2d_direct_choice);
     tcase_add_test(tc, test_nn_conv2d_1x1_and_dtypes);
     tcase_add_test(tc, test_nn_conv2d_errors);
     tcase_add_test(tc, test_nn_depthwise_random);
