@@ -191,6 +191,28 @@ static void keep_first(grpc_worker *w, perf_call *c)
     grpc_slice_unref(s);
 }
 
+/* tfserve's trailing metadata tfserve-queue-micros / tfserve-compute-micros: the value of key
+ * when it is 1 to 15 decimal digits, else -1. */
+static int64_t trailer_micros(const grpc_metadata_array *md, const char *key)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        if (!grpc_slice_str_cmp(md->metadata[i].key, key)) {
+            const uint8_t *v = GRPC_SLICE_START_PTR(md->metadata[i].value);
+            size_t n = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            int64_t x = 0;
+            if (n == 0 || n > 15)
+                return -1;
+            for (size_t j = 0; j < n; j++) {
+                if (v[j] < '0' || v[j] > '9')
+                    return -1;
+                x = x * 10 + (v[j] - '0');
+            }
+            return x;
+        }
+    }
+    return -1;
+}
+
 static void call_done(perf_call *c, bool success) /* holds w->mu */
 {
     grpc_worker *w = c->w;
@@ -201,8 +223,13 @@ static void call_done(perf_call *c, bool success) /* holds w->mu */
     if (slot < 0)
         keep_first(w, c);
     w->outstanding--;
-    if (measured(w, c->t_sched))
+    if (measured(w, c->t_sched)) {
         tfs_perf_stats_add(&w->stats, slot, now - c->t_sched, now);
+        if (slot < 0)
+            tfs_perf_stats_add_server(&w->stats,
+                                      trailer_micros(&c->trail_md, "tfserve-queue-micros"),
+                                      trailer_micros(&c->trail_md, "tfserve-compute-micros"));
+    }
     call_clear(c);
     if (!running(w, now))
         return;

@@ -193,8 +193,9 @@ typedef struct tfs_perf_stats {
     uint64_t errors;
     uint64_t err_by_slot[TFS_PERF_ERR_SLOTS];
     uint64_t last_done_ns;   /* completion time of the last measured request */
-    /* What the server said of the successful requests that carried tfserve's timing headers, us:
-     * queue (wait for the batch) and compute (the run of the request's batch). */
+    /* What the server said of the successful requests that carried tfserve's timing headers
+     * (REST) or trailing metadata (gRPC), us: queue (wait for the batch) and compute (the run of
+     * the request's batch). */
     tfs_perf_hist server_queue, server_compute;
 } tfs_perf_stats;
 

@@ -538,8 +538,8 @@ static json_t *load_json(const char *name)
 }
 
 /* The CSV has a header and exactly one row for the step; returns the row's fields by name. */
-static void check_csv(const char *name, const char *mode, const char *value, bool server_times,
-                      double *rps, long *errors)
+static void check_csv(const char *name, const char *mode, const char *value, double *rps,
+                      long *errors)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", tmp, name);
@@ -563,14 +563,12 @@ static void check_csv(const char *name, const char *mode, const char *value, boo
         *p++ = 0;
     }
     ck_assert_int_eq(k, 18);
-    /* tfserve's timing headers come over REST (queue 0 without batching); gRPC
-     * puts them in trailing metadata, which tfserve-perf does not read: empty columns. This
-     * model's compute rounds to 0 or 1 us. */
+    /* tfserve's timing (REST headers, gRPC trailing metadata): queue 0 without batching; this
+     * model's compute rounds to 0 or 1 us */
     for (int i = 14; i < 18; i++)
-        ck_assert_msg(server_times ? f[i][0] != 0 : f[i][0] == 0, "column %d: '%s'", i, f[i]);
-    if (server_times)
-        ck_assert_msg(atof(f[14]) == 0 && atof(f[15]) == 0 && atof(f[16]) <= atof(f[17]),
-                      "queue p50 %s p99 %s, compute p50 %s p99 %s", f[14], f[15], f[16], f[17]);
+        ck_assert_msg(f[i][0] != 0, "column %d is empty", i);
+    ck_assert_msg(atof(f[14]) == 0 && atof(f[15]) == 0 && atof(f[16]) <= atof(f[17]),
+                  "queue p50 %s p99 %s, compute p50 %s p99 %s", f[14], f[15], f[16], f[17]);
     ck_assert_str_eq(f[1], "half_plus_two");
     ck_assert_str_eq(f[2], mode);
     ck_assert_str_eq(f[3], value);
@@ -606,7 +604,7 @@ static void closed_loop(const char *protocol, int port)
     free(out);
     double rps;
     long errors;
-    check_csv("r.csv", "concurrency", "4", !strcmp(protocol, "rest"), &rps, &errors);
+    check_csv("r.csv", "concurrency", "4", &rps, &errors);
     ck_assert_msg(rps > 0 && errors == 0, "%s: %.1f req/s, %ld errors", protocol, rps, errors);
     json_t *j = load_json("r.json");
     ck_assert_str_eq(json_string_value(json_object_get(j, "protocol")), protocol);
