@@ -238,7 +238,7 @@ size_t tfs_runtime_max_tensor_bytes(void)
     return n;
 }
 
-/* ---- tensors ---------------------------------------------------------------------------------- */
+/* ---- tensors ------------------------------------------------------------------------------- */
 
 /* Validates dtype and shape and fills a new tensor header (no buffer). A buffer of more than
  * `limit` bytes is refused: tfs_runtime_max_tensor_bytes() where one is to be allocated,

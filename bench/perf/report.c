@@ -110,8 +110,8 @@ enum tfs_code tfs_perf_report_csv(const char *path, const tfs_perf_opts *o,
                 r->throughput, us(tfs_perf_hist_percentile(h, 50)), us(tfs_perf_hist_percentile(h, 90)),
                 us(tfs_perf_hist_percentile(h, 99)), us(h->count ? h->max : 0),
                 tfs_perf_hist_mean(h) / 1000.0, (unsigned long long)r->stats.ok,
-                (unsigned long long)r->stats.errors, det, server_us(q, 50, q50), server_us(q, 99, q99),
-                server_us(sc, 50, c50), server_us(sc, 99, c99));
+                (unsigned long long)r->stats.errors, det, server_us(q, 50, q50),
+                server_us(q, 99, q99), server_us(sc, 50, c50), server_us(sc, 99, c99));
     }
     if (fclose(f) != 0)
         return TFS_ERR(st, TFS_DATA_LOSS, "writing '%s' failed", path);
@@ -158,11 +158,13 @@ enum tfs_code tfs_perf_report_json(const char *path, const tfs_perf_opts *o,
         const tfs_perf_hist *q = &r->stats.server_queue, *sc = &r->stats.server_compute;
         if (q->count || sc->count) {
             json_t *srv = json_object();
+            const struct { const char *key; const tfs_perf_hist *h; double p; } pct[] = {
+                {"queue_p50_us", q, 50}, {"queue_p99_us", q, 99},
+                {"compute_p50_us", sc, 50}, {"compute_p99_us", sc, 99}};
             json_object_set_new(srv, "responses", json_integer((json_int_t)sc->count));
-            json_object_set_new(srv, "queue_p50_us", json_integer((json_int_t)tfs_perf_hist_percentile(q, 50)));
-            json_object_set_new(srv, "queue_p99_us", json_integer((json_int_t)tfs_perf_hist_percentile(q, 99)));
-            json_object_set_new(srv, "compute_p50_us", json_integer((json_int_t)tfs_perf_hist_percentile(sc, 50)));
-            json_object_set_new(srv, "compute_p99_us", json_integer((json_int_t)tfs_perf_hist_percentile(sc, 99)));
+            for (size_t k = 0; k < sizeof pct / sizeof pct[0]; k++)
+                json_object_set_new(srv, pct[k].key, json_integer((json_int_t)
+                                    tfs_perf_hist_percentile(pct[k].h, pct[k].p)));
             json_object_set_new(s, "server", srv);
         }
         json_array_append_new(steps, s);

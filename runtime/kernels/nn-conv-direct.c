@@ -12,9 +12,9 @@
  * writing and reading back the patches (k_h * k_w times the input). The padded copy costs one pass
  * over the input; it is refused (the caller keeps im2col) when it would pass DIRECT_PAD_BUDGET,
  * when a window row is shorter than DIRECT_MIN_KROW floats, or when the filter, read in place,
- * would not stay in L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one channel
- * (5x5, 28x28x1 -> 32: five k steps per write of the tile) runs faster this way than through
- * im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64.
+ * would not stay in L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one
+ * channel (5x5, 28x28x1 -> 32: five k steps per write of the tile) runs faster this way than
+ * through im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64.
  *   Each output element is one fixed sequence of kernel calls, whichever thread runs it and
  * however the output rows are split, so the bits do not depend on the thread count. They differ
  * from the im2col GEMM's (k is summed in k_h blocks of k_w * in_c, not in GEMM blocks of up to

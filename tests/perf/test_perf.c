@@ -277,7 +277,8 @@ START_TEST(test_http_back_to_back_and_reuse)
 }
 END_TEST
 
-/* tfserve's batching headers are read whatever their case and split; junk in them reads as absent. */
+/* tfserve's batching headers are read whatever their case and split; junk in them reads as
+ * absent. */
 START_TEST(test_http_server_timing_headers)
 {
     static const char resp[] = "HTTP/1.1 200 OK\r\nx-tfserve-queue-micros: 2004\r\n"
@@ -297,7 +298,8 @@ START_TEST(test_http_server_timing_headers)
         tfs_perf_http_deinit(&h);
     }
     static const char bad[] = "HTTP/1.1 200 OK\r\nX-Tfserve-Queue-Micros: 12a\r\n"
-                              "X-Tfserve-Compute-Micros: 1234567890123456\r\nContent-Length: 0\r\n\r\n";
+                              "X-Tfserve-Compute-Micros: 1234567890123456\r\n"
+                              "Content-Length: 0\r\n\r\n";
     tfs_perf_http h = {0};
     tfs_perf_http_reset(&h, false);
     tfs_perf_http_feed(&h, bad, strlen(bad));
@@ -617,6 +619,14 @@ static void closed_loop(const char *protocol, int port)
     ck_assert_int_eq(json_integer_value(json_object_get(s, "errors")), 0);
     ck_assert(json_integer_value(json_object_get(s, "ok")) > 0);
     ck_assert_uint_eq(json_object_size(json_object_get(s, "errors_by_code")), 0);
+    /* the server's own timing, one per answered request; no queue without batching */
+    json_t *srv = json_object_get(s, "server");
+    ck_assert_msg(srv != NULL, "%s: no server timing in the JSON", protocol);
+    ck_assert_int_eq(json_integer_value(json_object_get(srv, "responses")),
+                     json_integer_value(json_object_get(s, "ok")));
+    ck_assert_int_eq(json_integer_value(json_object_get(srv, "queue_p99_us")), 0);
+    ck_assert_int_le(json_integer_value(json_object_get(srv, "compute_p50_us")),
+                     json_integer_value(json_object_get(srv, "compute_p99_us")));
     json_decref(j);
 }
 
