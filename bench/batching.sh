@@ -65,22 +65,22 @@ done
 
 # The CSV's columns are named in its header; pick them by name.
 col() { head -1 "$1" | tr ',' '\n' | grep -n -x "$2" | cut -d: -f1; }
-fields() { # value req/s p99 server_compute_p50 server_compute_p99 server_queue_p50
+fields() { # value req/s p99 server_compute_p50 server_compute_p99 server_queue_p50 p50
     local f=$BENCH_TMP/$1.csv
     awk -F, -v v="$(col "$f" value)" -v r="$(col "$f" throughput_rps)" -v p="$(col "$f" p99_us)" \
         -v c5="$(col "$f" server_compute_p50_us)" -v c9="$(col "$f" server_compute_p99_us)" \
-        -v q5="$(col "$f" server_queue_p50_us)" \
-        'NR > 1 { print $v, $r, $p, ($c5 == "" ? "-" : $c5), ($c9 == "" ? "-" : $c9), ($q5 == "" ? "-" : $q5) }' "$f"
+        -v q5="$(col "$f" server_queue_p50_us)" -v p5="$(col "$f" p50_us)" \
+        'NR > 1 { print $v, $r, $p, ($c5 == "" ? "-" : $c5), ($c9 == "" ? "-" : $c9),
+                  ($q5 == "" ? "-" : $q5), $p5 }' "$f"
 }
 # "compute" is the run of the batch each request was in, as tfserve's X-Tfserve-Compute-Micros
 # header says (p50 / p99 over the step's requests); "queue" its wait for that batch.
 printf '%-8s %11s %11s %11s %11s %8s %17s %12s %13s\n' clients "off req/s" "on req/s" "off p99 us" \
     "on p99 us" "on/off" "on compute p50/99" "on queue p50" "off p50 us"
-p50() { awk -F, -v p="$(col "$BENCH_TMP/$1.csv" p50_us)" -v c="$2" -v v="$(col "$BENCH_TMP/$1.csv" value)" \
-    'NR > 1 && $v == c { print $p }' "$BENCH_TMP/$1.csv"; }
-join <(fields off) <(fields on) | while read -r c r0 p0 _ _ _ r1 p1 c50 c99 q50; do
+p50() { fields "$1" | awk -v c="$2" '$1 == c { print $7 }'; }
+join <(fields off) <(fields on) | while read -r c r0 p0 _ _ _ m0 r1 p1 c50 c99 q50 _; do
     printf '%-8s %11s %11s %11s %11s %8s %17s %12s %13s\n' "$c" "$r0" "$r1" "$p0" "$p1" \
-        "$(ratio "$r1" "$r0")" "$c50/$c99" "$q50" "$(p50 off "$c")"
+        "$(ratio "$r1" "$r0")" "$c50/$c99" "$q50" "$m0"
 done
 r0=$(fields off | awk -v c="$TOP" '$1 == c { print $2 }')
 r1=$(fields on | awk -v c="$TOP" '$1 == c { print $2 }')

@@ -191,24 +191,14 @@ static void keep_first(grpc_worker *w, perf_call *c)
     grpc_slice_unref(s);
 }
 
-/* tfserve's trailing metadata tfserve-queue-micros / tfserve-compute-micros: the value of key
- * when it is 1 to 15 decimal digits, else -1. */
+/* tfserve's trailing metadata tfserve-queue-micros / tfserve-compute-micros: key's value
+ * (tfs_perf_micros_value), -1 when absent. */
 static int64_t trailer_micros(const grpc_metadata_array *md, const char *key)
 {
     for (size_t i = 0; i < md->count; i++) {
-        if (!grpc_slice_str_cmp(md->metadata[i].key, key)) {
-            const uint8_t *v = GRPC_SLICE_START_PTR(md->metadata[i].value);
-            size_t n = GRPC_SLICE_LENGTH(md->metadata[i].value);
-            int64_t x = 0;
-            if (n == 0 || n > 15)
-                return -1;
-            for (size_t j = 0; j < n; j++) {
-                if (v[j] < '0' || v[j] > '9')
-                    return -1;
-                x = x * 10 + (v[j] - '0');
-            }
-            return x;
-        }
+        if (!grpc_slice_str_cmp(md->metadata[i].key, key))
+            return tfs_perf_micros_value((const char *)GRPC_SLICE_START_PTR(md->metadata[i].value),
+                                         GRPC_SLICE_LENGTH(md->metadata[i].value));
     }
     return -1;
 }

@@ -101,20 +101,25 @@ static void end_of_headers(tfs_perf_http *h)
         h->state = TFS_PERF_HTTP_UNTIL_CLOSE;
 }
 
-/* A header value of decimal digits (at most 15): its value, else -1. */
-static int64_t micros_value(const char *v, const char *end)
+int64_t tfs_perf_micros_value(const char *v, size_t n)
 {
     int64_t x = 0;
-    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    if (v == end || end - v > 15)
+    if (n == 0 || n > 15)
         return -1;
-    for (; v < end; v++) {
-        if (!isdigit((unsigned char)*v))
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)v[i]))
             return -1;
-        x = x * 10 + (*v - '0');
+        x = x * 10 + (v[i] - '0');
     }
     return x;
+}
+
+/* A timing header's value: its digits, trailing blanks dropped. */
+static int64_t micros_value(const char *v, const char *end)
+{
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    return tfs_perf_micros_value(v, (size_t)(end - v));
 }
 
 /* One complete line without its CR LF. */

@@ -166,6 +166,8 @@ typedef struct tfs_perf_http {
     int64_t  server_queue_us, server_compute_us;
 } tfs_perf_http;
 
+/* The value of tfserve's timing header or trailer text v[0..n): 1 to 15 decimal digits, else -1. */
+int64_t tfs_perf_micros_value(const char *v, size_t n);
 /* Starts a new response (keeps the body buffer for reuse). */
 void   tfs_perf_http_reset(tfs_perf_http *h, bool keep_body);
 /* Feeds bytes; returns how many were used. Stops at the end of a response (state DONE), so the
