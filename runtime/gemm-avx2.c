@@ -25,10 +25,30 @@ INLINE __m256 load(const float *p, bool masked, __m256i m)
     return masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
 }
 
+/* The epilogue (gemm-impl.h) on one vector of C; bias and side read only in the stored lanes.
+ * max(0, x) and min(6, x) are the kernels' x < 0 ? 0 : x and x > 6 ? 6 : x, -0 and NaN included
+ * (MAXPS and MINPS return their second operand unless the first wins). */
+INLINE __m256 finish(const tfs_gemm_tile *t, __m256 x, const float *bias, const float *side,
+                     bool full, __m256i m)
+{
+    if (bias)
+        x = _mm256_add_ps(x, load(bias, !full, m));
+    if (side)
+        x = _mm256_add_ps(x, load(side, !full, m));
+    if (t->act != TFS_GEMM_ACT_NONE)
+        x = _mm256_max_ps(_mm256_setzero_ps(), x);
+    if (t->act == TFS_GEMM_ACT_RELU6)
+        x = _mm256_min_ps(_mm256_set1_ps(6.0f), x);
+    return x;
+}
+
 INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool rows,
                  const bool masked)
 {
     __m256 c0[MR], c1[MR];
+    if (t->side)   /* as gemm-avx512.c: the added rows are on their way during the k loop */
+        for (int r = 0; r < MRV; r++)
+            _mm_prefetch((const char *)(t->side + r * t->ld_side), _MM_HINT_T0);
 #pragma GCC unroll 6
     for (int r = 0; r < MRV; r++) {
         c0[r] = _mm256_setzero_ps();
@@ -68,12 +88,16 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
     bool full0 = nr >= 8, full1 = nr >= 16;
     __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
     bool beta0 = t->beta == 0.0f;
+    bool epi = t->bias || t->side || t->act != TFS_GEMM_ACT_NONE;
 #pragma GCC unroll 6
     for (int r = 0; r < MRV; r++) {
         float *cr = c + r * ldc;
+        const float *sr = t->side ? t->side + r * t->ld_side : NULL;
         __m256 x = _mm256_mul_ps(va, c0[r]);
         if (!beta0)
             x = _mm256_fmadd_ps(va, c0[r], _mm256_mul_ps(vb, load(cr, !full0, m0)));
+        if (epi)
+            x = finish(t, x, t->bias, sr, full0, m0);
         if (full0)
             _mm256_storeu_ps(cr, x);
         else
@@ -82,6 +106,8 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             __m256 y = _mm256_mul_ps(va, c1[r]);
             if (!beta0)
                 y = _mm256_fmadd_ps(va, c1[r], _mm256_mul_ps(vb, load(cr + 8, !full1, m1)));
+            if (epi)
+                y = finish(t, y, t->bias ? t->bias + 8 : NULL, sr ? sr + 8 : NULL, full1, m1);
             if (full1)
                 _mm256_storeu_ps(cr + 8, y);
             else

@@ -35,10 +35,43 @@ enum { MR = 14, NR = 32 };
      : (r) % 7 == 5 ? (L5)                                                                         \
                     : 2 * (L3))
 
+/* The epilogue (gemm-impl.h) on one vector of C: bias and side loaded under the store's mask. */
+INLINE __m512 finish(const tfs_gemm_tile *t, __m512 x, const float *bias, const float *side,
+                     __mmask16 m)
+{
+    if (bias)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias));
+    if (side)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, side));
+    /* max(0, x) is x < 0 ? 0 : x exactly, -0 and NaN included (MAXPS returns its second operand
+     * unless the first is greater); min(6, x) likewise x > 6 ? 6 : x. */
+    if (t->act != TFS_GEMM_ACT_NONE)
+        x = _mm512_max_ps(_mm512_setzero_ps(), x);
+    if (t->act == TFS_GEMM_ACT_RELU6)
+        x = _mm512_min_ps(_mm512_set1_ps(6.0f), x);
+    return x;
+}
+
+/* The tile's rows of the added tensor are requested before the k loop, whose time hides their
+ * trip from memory: read only when the tile is stored, rows 1 KB apart that no prefetcher
+ * follows, ResNet-50's residual Adds of 25.7 MB at batch 8 took 9.6-10.6 ms instead of 8.1-8.7
+ * (in-process A/B). */
+INLINE void prefetch_side(const tfs_gemm_tile *t, const int MRV, const int NV)
+{
+    if (!t->side)
+        return;
+    for (int r = 0; r < MRV; r++) {
+        _mm_prefetch((const char *)(t->side + r * t->ld_side), _MM_HINT_T0);
+        if (NV > 1)
+            _mm_prefetch((const char *)(t->side + r * t->ld_side + 16), _MM_HINT_T0);
+    }
+}
+
 INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool rows,
                  const bool masked)
 {
     __m512 c0[MR], c1[MR];
+    prefetch_side(t, MRV, NV);
 #pragma GCC unroll 14
     for (int r = 0; r < MRV; r++) {
         c0[r] = _mm512_setzero_ps();
@@ -98,7 +131,27 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
     float *c = t->c;
     int64_t ldc = t->ldc;
     __m512 va = _mm512_set1_ps(t->alpha);
-    if (t->beta == 0.0f) {
+    if (t->bias || t->side || t->act != TFS_GEMM_ACT_NONE) {
+        __m512 vb = _mm512_set1_ps(t->beta);
+        bool beta0 = t->beta == 0.0f;
+        const float *b0 = t->bias, *b1 = t->bias ? t->bias + 16 : NULL;
+#pragma GCC unroll 14
+        for (int r = 0; r < MRV; r++) {
+            float *cr = c + r * ldc;
+            const float *s0 = t->side ? t->side + r * t->ld_side : NULL;
+            __m512 x = _mm512_mul_ps(va, c0[r]);
+            if (!beta0)
+                x = _mm512_fmadd_ps(va, c0[r], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, cr)));
+            _mm512_mask_storeu_ps(cr, m0, finish(t, x, b0, s0, m0));
+            if (NV > 1) {
+                __m512 y = _mm512_mul_ps(va, c1[r]);
+                if (!beta0)
+                    y = _mm512_fmadd_ps(va, c1[r],
+                                        _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16)));
+                _mm512_mask_storeu_ps(cr + 16, m1, finish(t, y, b1, s0 ? s0 + 16 : NULL, m1));
+            }
+        }
+    } else if (t->beta == 0.0f) {
 #pragma GCC unroll 14
         for (int r = 0; r < MRV; r++) {
             _mm512_mask_storeu_ps(c + r * ldc, m0, _mm512_mul_ps(va, c0[r]));
@@ -189,14 +242,19 @@ INLINE void tile_wide(const tfs_gemm_tile *t, const int MRV)
         }
     }
     __m512 va = _mm512_set1_ps(t->alpha), vb = _mm512_set1_ps(t->beta);
+    bool epi = t->bias || t->side || t->act != TFS_GEMM_ACT_NONE;
     for (int r = 0; r < MRV; r++) {
         float *cr = t->c + r * t->ldc;
+        const float *sr = t->side ? t->side + r * t->ld_side : NULL;
 #pragma GCC unroll 8
         for (int v = 0; v < WIDE; v++) {
             __m512 x = _mm512_mul_ps(va, c[r][v]);
             if (t->beta != 0.0f)
                 x = _mm512_fmadd_ps(va, c[r][v],
                                     _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m[v], cr + 16 * v)));
+            if (epi)
+                x = finish(t, x, t->bias ? t->bias + 16 * v : NULL, sr ? sr + 16 * v : NULL,
+                           m[v]);
             _mm512_mask_storeu_ps(cr + 16 * v, m[v], x);
         }
     }

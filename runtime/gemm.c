@@ -26,6 +26,8 @@
  * CNN's 12.8 MB dense layer, each im2col chunk of a convolution). The kept panels are read
  * whatever their size from 2 slivers on, since the packing is already paid, and for a B over
  * BIG_B_BYTES from one row on.
+ *   An epilogue (tfs__sgemm_epi: bias, added tensor, Relu/Relu6) rides on the tiles of the last
+ * block of k, and the micro-kernels apply it before they store (gemm-impl.h).
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -62,6 +64,49 @@
 
 enum { C_MR = 4, C_NR = 16 };
 
+/* The epilogue (gemm-impl.h) on a block of C in place, a row at a time: the portable kernel's,
+ * and the product's when no kernel runs (k = 0, or no workspace for a transposed B). */
+TFS_SIMD_CLONES static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side,
+                                     int64_t ld_side, enum tfs_gemm_act act, int64_t rows,
+                                     int64_t cols)
+{
+    if (!bias && !side && act == TFS_GEMM_ACT_NONE)
+        return;
+    for (int64_t r = 0; r < rows; r++) {
+        float *y = c + r * ldc;
+        if (bias)
+            for (int64_t j = 0; j < cols; j++)
+                y[j] = y[j] + bias[j];
+        if (side)
+            for (int64_t j = 0; j < cols; j++)
+                y[j] = y[j] + side[r * ld_side + j];
+        if (act == TFS_GEMM_ACT_RELU)
+            for (int64_t j = 0; j < cols; j++)
+                y[j] = y[j] < 0 ? 0.0f : y[j];
+        else if (act == TFS_GEMM_ACT_RELU6)
+            for (int64_t j = 0; j < cols; j++)
+                y[j] = y[j] < 0 ? 0.0f : y[j] > 6 ? 6.0f : y[j];
+    }
+}
+
+/* epi on the rows x cols block at c whose first element is C(i0, j0). */
+static void epi_block(const tfs_gemm_epi *epi, float *c, int64_t ldc, int64_t i0, int64_t j0,
+                      int64_t rows, int64_t cols)
+{
+    if (epi && rows > 0 && cols > 0)
+        epi_rows(c, ldc, epi->bias ? epi->bias + j0 : NULL,
+                 epi->side ? epi->side + i0 * epi->ld_side + j0 : NULL, epi->ld_side, epi->act,
+                 rows, cols);
+}
+
+void tfs__gemm_tile_epi(tfs_gemm_tile *t, const tfs_gemm_epi *epi, int64_t i0, int64_t j0)
+{
+    t->bias = epi && epi->bias ? epi->bias + j0 : NULL;
+    t->side = epi && epi->side ? epi->side + i0 * epi->ld_side + j0 : NULL;
+    t->ld_side = epi ? epi->ld_side : 0;
+    t->act = epi ? epi->act : TFS_GEMM_ACT_NONE;
+}
+
 /* The portable micro-kernel (machines without AVX2 + FMA, and the test of the others). Same
  * interface and order of k; multiply and add are separate operations here, not fused. */
 static void kernel_c(const tfs_gemm_tile *t)
@@ -81,6 +126,7 @@ static void kernel_c(const tfs_gemm_tile *t)
         for (int j = 0; j < t->nr; j++)
             c[j] = t->beta == 0.0f ? t->alpha * acc[r][j] : t->alpha * acc[r][j] + t->beta * c[j];
     }
+    epi_rows(t->c, t->ldc, t->bias, t->side, t->ld_side, t->act, t->mr, t->nr);
 }
 
 static void pack_b_c(bool tb, int64_t kc, int nr, const float *src, int64_t ld, float *dst);
@@ -157,6 +203,7 @@ typedef struct gemm {
     int64_t      lda, ldb;
     float       *C;
     int64_t      ldc;
+    const tfs_gemm_epi *epi;   /* applied to each tile after its last block of k; or NULL */
     int64_t      kcs, nkb;     /* k in nkb blocks of kcs (the last may be shorter) */
     int64_t      mc;           /* rows per A block, a multiple of MR */
     int64_t      units_m;      /* slivers of MR rows */
@@ -257,6 +304,7 @@ static void run_task(gemm *g, int task, float *abuf)
             }
             if (g->pack_b && g->bstate)
                 acquire_b(g, kb, p0, p1);
+            bool epi_now = g->epi && kb == g->nkb - 1;
             /* Panels per step: several for a wide tile (few rows, B in place). */
             int64_t step = !g->pack_b && mc <= g->K->wide_mr ? g->K->wide_nr / NR : 1;
             for (int64_t jp = p0; jp < p1; jp += step) {
@@ -273,6 +321,8 @@ static void run_task(gemm *g, int task, float *abuf)
                     t.mr = (int)(mc - ir < MR ? mc - ir : MR);
                     t.a = a + ir * t.a_rs;
                     t.c = g->C + (ic + ir) * g->ldc + j;
+                    if (g->epi)   /* only after the last block of k */
+                        tfs__gemm_tile_epi(&t, epi_now ? g->epi : NULL, ic + ir, j);
                     g->K->fn(&t);
                 }
             }
@@ -446,17 +496,18 @@ static const packed_b *constant_b(gemm *g, const tfs_tensor *owner, int64_t unit
 
 static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float beta,
-                  float *c, int64_t ldc)
+                  float *c, int64_t ldc, const tfs_gemm_epi *epi)
 {
     if (m <= 0 || n <= 0)
         return;
     if (k <= 0 || alpha == 0.0f) {
         scale_c(m, n, beta, c, ldc);
+        epi_block(epi, c, ldc, 0, 0, m, n);
         return;
     }
     gemm g = {.K = tfs__gemm_kernel(), .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
               .alpha = alpha, .beta = beta, .A = a, .B = b, .lda = lda, .ldb = ldb, .C = c,
-              .ldc = ldc};
+              .ldc = ldc, .epi = epi};
     const int MR = g.K->mr, NR = g.K->nr;
     g.nkb = (k + KC_MAX - 1) / KC_MAX;
     g.kcs = (k + g.nkb - 1) / g.nkb;
@@ -506,6 +557,7 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
     if (bbytes + sbytes + abytes > 0 && !(ws = tfs_malloc(bbytes + sbytes + abytes))) {
         if (tb) {
             gemm_plain(&g);
+            epi_block(epi, c, ldc, 0, 0, m, n);
             return;
         }
         g.pack_a = g.pack_b = false;
@@ -544,12 +596,19 @@ static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 void tfs__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
-    sgemm(ta, tb, m, n, k, alpha, a, lda, NULL, b, ldb, beta, c, ldc);
+    sgemm(ta, tb, m, n, k, alpha, a, lda, NULL, b, ldb, beta, c, ldc, NULL);
 }
 
 void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
                         int64_t ldb, float beta, float *c, int64_t ldc)
 {
-    sgemm(ta, tb, m, n, k, alpha, a, lda, b_const, b, ldb, beta, c, ldc);
+    sgemm(ta, tb, m, n, k, alpha, a, lda, b_const, b, ldb, beta, c, ldc, NULL);
+}
+
+void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float *c,
+                    int64_t ldc, const tfs_gemm_epi *epi)
+{
+    sgemm(ta, tb, m, n, k, 1.0f, a, lda, b_const, b, ldb, 0.0f, c, ldc, epi);
 }

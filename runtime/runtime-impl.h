@@ -239,6 +239,21 @@ enum tfs_code tfs__nn_geom_init_shape(const tfs_node *n, int rank, const int64_t
  * padding), elements of esz bytes, into P. */
 void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0, int64_t rows,
                     void *P);
+/* What a float product's caller would otherwise do in a pass over C after it (a fused bias,
+ * residual Add and activation): tfs__sgemm_epi (below) has its micro-kernel apply it to each
+ * value of C between computing and storing it, instead of writing the output, reading it back
+ * and writing it again (ResNet-50's first stage at batch 8 has outputs of 25.7 MB). In this
+ * order, with the very expressions of the BiasAdd, Add, Relu and Relu6 kernels, so the bits are
+ * those of the separate pass:
+ *   c = c + bias[j];  c = c + side[i * ld_side + j];  c = c < 0 ? 0 : c (> 6 ? 6 : c for Relu6)
+ * each step only where its field is set. */
+enum tfs_gemm_act { TFS_GEMM_ACT_NONE, TFS_GEMM_ACT_RELU, TFS_GEMM_ACT_RELU6 };
+typedef struct tfs_gemm_epi {
+    const float      *bias;      /* [n], or NULL */
+    const float      *side;      /* [m, ld_side], row i of C's own rows; or NULL */
+    int64_t           ld_side;
+    enum tfs_gemm_act act;
+} tfs_gemm_epi;
 /* Called on each chunk of Conv2D output rows ([n_rows, n_cols], row-major) right after its GEMM;
  * row0: the chunk's first row in the whole output [batch * out_h * out_w, out_c]. */
 typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_rows,
@@ -246,17 +261,22 @@ typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_ro
 /* Float convolution with stride 1 and dilation 1 without patches (kernels/nn-conv-direct.c):
  * whether g (and out_c filter columns) suits it, and the convolution of in [batch, in_h, in_w,
  * in_c] with f ([k_h * k_w * in_c, out_c] row-major) into out [batch, out_h, out_w, out_c],
- * passing each output row (out_w pixels) to rows_fn (NULL: none) once written. False, nothing
- * written, when the padded input copy cannot be allocated. */
+ * applying epi (NULL: none; its rows are output pixels) to each tile once final and passing each
+ * output row (out_w pixels) to rows_fn (NULL: none) once written. False, nothing written, when
+ * the padded input copy cannot be allocated. */
 bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c);
 bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f, int64_t out_c,
-                           float *out, tfs_nn_rows_fn rows_fn, void *arg);
+                           float *out, tfs_nn_rows_fn rows_fn, void *arg,
+                           const tfs_gemm_epi *epi);
 /* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
- * passing each chunk of output rows to rows_fn (NULL: none) -- also an all-zero output when the
- * input has no channels. rows_fn may run on several threads at once, for disjoint chunks. Stores
- * the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
+ * with an epilogue on the output [batch * out_h * out_w, out_c]: epi (NULL: none), which the float
+ * products apply to each tile as it is final, or else rows_fn (NULL: none), called on each chunk
+ * of output rows right after its product -- also on an all-zero output when the input has no
+ * channels. A caller whose epilogue epi can express passes both (the same epilogue): rows_fn
+ * serves float64 and the outputs no product writes. rows_fn may run on several threads at once,
+ * for disjoint chunks. Stores the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
 enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
-                             tfs_status *st);
+                             const tfs_gemm_epi *epi, tfs_status *st);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
@@ -343,6 +363,10 @@ void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
                         int64_t ldb, float beta, float *c, int64_t ldc);
+/* tfs__sgemm_const_b with alpha 1 and beta 0, then epi (NULL: none) on every element of C. */
+void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float *c,
+                    int64_t ldc, const tfs_gemm_epi *epi);
 /* Frees what tfs__sgemm_const_b kept on a tensor (tensor.c, when the tensor goes). NULL-safe. */
 void tfs__gemm_packed_free(void *packed);
 /* Whether input i of k's node is the tensor a Const holds (not a value fed in its place): one

@@ -90,6 +90,7 @@ typedef struct direct_job {
     int64_t            hp, wp, out_c;   /* padded rows and columns per image */
     tfs_nn_rows_fn     rows_fn;
     void              *arg;
+    const tfs_gemm_epi *epi;
 } direct_job;
 
 /* Padded rows [r0, r1) of the flattened (b, y) space: the input row, zeros around it. */
@@ -131,6 +132,7 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
             for (int64_t kh = 0; kh < g->k_h; kh++) {
                 t.b = j->f + (size_t)(kh * krow) * (size_t)oc + (size_t)j0;
                 t.beta = kh == 0 ? 0.0f : 1.0f;
+                bool epi_now = j->epi && kh == g->k_h - 1;
                 for (int64_t r = blk; r < blk_end; r++) {
                     int64_t b = r / g->out_h, oh = r % g->out_h;
                     const float *xrow = j->xp + (size_t)((b * j->hp + oh + kh) * j->wp) *
@@ -140,6 +142,7 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
                         t.mr = (int)(g->out_w - ow < K->mr ? g->out_w - ow : K->mr);
                         t.a = xrow + (size_t)ow * (size_t)g->in_c;
                         t.c = orow + (size_t)ow * (size_t)oc;
+                        tfs__gemm_tile_epi(&t, epi_now ? j->epi : NULL, r * g->out_w + ow, j0);
                         K->fn(&t);
                     }
                 }
@@ -153,11 +156,12 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
 }
 
 bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f, int64_t out_c,
-                           float *out, tfs_nn_rows_fn rows_fn, void *arg)
+                           float *out, tfs_nn_rows_fn rows_fn, void *arg,
+                           const tfs_gemm_epi *epi)
 {
     direct_job j = {.g = g, .in = in, .f = f, .out = out, .hp = g->out_h + g->k_h - 1,
                     .wp = g->out_w + g->k_w - 1, .out_c = out_c, .rows_fn = rows_fn,
-                    .arg = arg};
+                    .arg = arg, .epi = epi};
     size_t n = (size_t)(g->batch * j.hp * j.wp) * (size_t)g->in_c;
     if (!(j.xp = tfs_malloc(n * sizeof(float))))
         return false;

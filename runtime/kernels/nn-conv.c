@@ -7,9 +7,10 @@
  * output [n, oh, ow, out_c] is then [n*oh*ow, out_c] = patches x filter, one sgemm/dgemm per chunk
  * of rows (the patch buffer is bounded, so a large batch does not need a huge temporary). A 1x1
  * convolution with stride 1 needs no patches: the input itself is the [n*h*w, in_c] matrix.
- * tfs__nn_conv2d is that driver; _FusedConv2D (nn-fused.c) passes it a callback that adds the bias
- * and applies the activation to each chunk of output rows right after its GEMM, while the chunk
- * is still in cache, and the GEMM calls are the same as Conv2D's (so are the products' bits).
+ * tfs__nn_conv2d is that driver; _FusedConv2D (nn-fused.c) passes it its epilogue (bias, added
+ * tensor, activation): one the GEMM's micro-kernel applies as it stores each tile (tfs_gemm_epi),
+ * or else a callback run on each chunk of output rows right after its GEMM, while the chunk is
+ * still in cache. The GEMM calls are the same as Conv2D's (so are the products' bits).
  *   Threads: with rows enough for several chunks per thread, the chunks are spread over the pool
  * (each writes its patches and multiplies them while they are in its cache, the GEMM inside a
  * chunk then single-threaded); with fewer rows the chunks run in turn, each im2col spread over the
@@ -168,15 +169,20 @@ static void im2col_rows(void *arg, int64_t r0, int64_t r1)
                    j->P + (size_t)(r0 * j->kdim) * j->esz);
 }
 
-/* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major; f_const: the Const tensor F
- * is, or NULL (tfs__sgemm_const_b). */
-static void gemm_rows(enum tfs_dtype T, int64_t rows, int64_t n_out, int64_t kdim, const void *A,
-                      const tfs_tensor *f_const, const void *F, void *out)
+/* out[rows, n_out] = A[rows, kdim] x F[kdim, n_out], all row-major, rows [row0, row0 + rows) of
+ * the whole output; f_const: the Const tensor F is, or NULL (tfs__sgemm_const_b); epi: float
+ * only, or NULL. */
+static void gemm_rows(enum tfs_dtype T, int64_t row0, int64_t rows, int64_t n_out, int64_t kdim,
+                      const void *A, const tfs_tensor *f_const, const void *F, void *out,
+                      const tfs_gemm_epi *epi)
 {
-    if (T == TFS_DTYPE_FLOAT)
-        tfs__sgemm_const_b(false, false, rows, n_out, kdim, 1.0f, A, kdim, f_const, F, n_out,
-                           0.0f, out, n_out);
-    else
+    if (T == TFS_DTYPE_FLOAT) {
+        tfs_gemm_epi e = epi ? *epi : (tfs_gemm_epi){0};
+        if (e.side)
+            e.side += row0 * e.ld_side;
+        tfs__sgemm_epi(false, false, rows, n_out, kdim, A, kdim, f_const, F, n_out, out, n_out,
+                       epi ? &e : NULL);
+    } else
         tfs__dgemm(false, false, rows, n_out, kdim, 1.0, A, kdim, F, n_out, 0.0, out, n_out);
 }
 
@@ -190,6 +196,7 @@ typedef struct conv_job {
     int64_t            rows, chunk, kdim, out_c;
     tfs_nn_rows_fn     rows_fn;
     void              *arg;
+    const tfs_gemm_epi *epi;
     atomic_int         oom;
 } conv_job;
 
@@ -206,7 +213,7 @@ static void conv_chunks(void *arg, int64_t c0, int64_t c1)
         int64_t r0 = c * j->chunk, nr = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
         char *O = j->O + (size_t)(r0 * j->out_c) * esz;
         tfs__nn_im2col(j->g, j->in->data, esz, r0, nr, P);
-        gemm_rows(j->T, nr, j->out_c, j->kdim, P, j->f_const, j->f->data, O);
+        gemm_rows(j->T, r0, nr, j->out_c, j->kdim, P, j->f_const, j->f->data, O, j->epi);
         if (j->rows_fn)
             j->rows_fn(j->arg, O, r0, nr, j->out_c);
     }
@@ -214,7 +221,7 @@ static void conv_chunks(void *arg, int64_t c0, int64_t c1)
 }
 
 enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
-                             tfs_status *st)
+                             const tfs_gemm_epi *epi, tfs_status *st)
 {
     const tfs_node *n = k->node;
     enum tfs_dtype T;
@@ -255,11 +262,16 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
             rows_fn(arg, O, 0, rows, out_c);
         goto done;
     }
+    /* From here on every output element comes from a product: a float one applies epi itself. */
+    if (T != TFS_DTYPE_FLOAT)
+        epi = NULL;
+    if (epi)
+        rows_fn = NULL;
     /* Stride and dilation 1 with long window rows: no patches at all (nn-conv-direct.c); an
      * allocation failure there falls back to the patches. */
     if (T == TFS_DTYPE_FLOAT && !(g.k_h == 1 && g.k_w == 1) &&
         tfs__nn_conv2d_direct_ok(&g, out_c) &&
-        tfs__nn_conv2d_direct(&g, in->data, f->data, out_c, out->data, rows_fn, arg))
+        tfs__nn_conv2d_direct(&g, in->data, f->data, out_c, out->data, rows_fn, arg, epi))
         goto done;
     bool direct = g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                   g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
@@ -273,7 +285,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         int64_t even = (rows + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
                        ((int64_t)threads * CHUNKS_PER_THREAD);
         conv_job j = {&g, T, in, f, f_const, O, rows, even < chunk ? even : chunk, kdim, out_c,
-                      rows_fn, arg, 0};
+                      rows_fn, arg, epi, 0};
         tfs__parallel_for((rows + j.chunk - 1) / j.chunk, 1, conv_chunks, &j);
         if (atomic_load(&j.oom)) {
             rc = tfs__node_err(n, st, TFS_RESOURCE_EXHAUSTED, "out of memory for the patch buffer");
@@ -293,7 +305,8 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
             tfs__parallel_for(nr, MIN_CHUNK_ROWS / 4, im2col_rows, &ij);
             A = P;
         }
-        gemm_rows(T, nr, out_c, kdim, A, f_const, f->data, O + (size_t)(r0 * out_c) * esz);
+        gemm_rows(T, r0, nr, out_c, kdim, A, f_const, f->data, O + (size_t)(r0 * out_c) * esz,
+                  epi);
         if (rows_fn)
             rows_fn(arg, O + (size_t)(r0 * out_c) * esz, r0, nr, out_c);
     }
@@ -309,7 +322,7 @@ fail:
 
 enum tfs_code tfs__k_conv2d(tfs_kernel_ctx *k, tfs_status *st)
 {
-    return tfs__nn_conv2d(k, NULL, NULL, st);
+    return tfs__nn_conv2d(k, NULL, NULL, NULL, st);
 }
 
 /* ---- DepthwiseConv2dNative ------------------------------------------------------------------ */

@@ -19,11 +19,15 @@
  * activation are applied to the GEMM's output rows with the very expressions of the BiasAdd,
  * FusedBatchNorm, Add and activation kernels, so a fused node computes the same bits as the nodes
  * it replaces (float addition is commutative, so the side of the Add the product was on does not
- * matter). Conv2D applies them per chunk of rows right after that chunk's GEMM (still in cache;
- * tfs__nn_conv2d); MatMul makes one GEMM (as MatMul does) then one pass over its output. The pass
- * is split over rows with tfs__parallel_for. An added tensor of the output's own shape is added in
- * the same pass; any other shape (one that broadcasts) takes the general route: the product with
- * its bias first, then Add's broadcasting into a new output, then the activation.
+ * matter). A bias, an added tensor of the output's own shape and Relu or Relu6 go into the GEMM
+ * (tfs_gemm_epi), whose micro-kernel applies them to each value before storing it: ResNet-50's
+ * inference at batch 8 355 against 364 ms, at batch 1 43.1 against 43.7 ms (in-process A/B,
+ * 12 s each), since the outputs are not read back and written again. A batch norm, Elu or
+ * LeakyRelu takes a pass over the output rows instead: Conv2D's per chunk of rows right after
+ * that chunk's GEMM (still in cache; tfs__nn_conv2d), MatMul's after its one GEMM, split over rows
+ * with tfs__parallel_for. An added tensor of any other shape (one that broadcasts) takes the
+ * general route: the product with its bias first, then Add's broadcasting into a new output,
+ * then the activation.
  */
 #include <limits.h>
 #include <math.h>
@@ -198,6 +202,29 @@ static void epilogue_rows(void *arg, void *rows, int64_t row0, int64_t n_rows, i
     tfs__parallel_for(n_rows, grain, epilogue_range, &e);
 }
 
+/* The epilogue as the GEMM applies it to each tile (tfs_gemm_epi: a bias, an added tensor of the
+ * output's shape with rows of n_cols, Relu or Relu6), or false when it takes more (a batch norm,
+ * another activation): then the pass over the output rows. */
+static bool gemm_epilogue(const epilogue *e, int64_t n_cols, tfs_gemm_epi *ge)
+{
+    *ge = (tfs_gemm_epi){.bias = e->bias, .side = e->side, .ld_side = n_cols};
+    if (e->mean)
+        return false;
+    switch (e->act) {
+    case ACT_NONE:
+        ge->act = TFS_GEMM_ACT_NONE;
+        return true;
+    case ACT_RELU:
+        ge->act = TFS_GEMM_ACT_RELU;
+        return true;
+    case ACT_RELU6:
+        ge->act = TFS_GEMM_ACT_RELU6;
+        return true;
+    default:
+        return false;
+    }
+}
+
 static enum tfs_code check_float(const tfs_node *n, tfs_status *st)
 {
     enum tfs_dtype T;
@@ -274,7 +301,10 @@ enum tfs_code tfs__k_fused_conv2d(tfs_kernel_ctx *k, tfs_status *st)
         else
             e.side = side->data;
     }
-    if ((rc = tfs__nn_conv2d(k, epilogue_rows, &e, st)) == TFS_OK && general)
+    tfs_gemm_epi ge;
+    bool in_gemm = gemm_epilogue(&e, f->dims[3], &ge);
+    if ((rc = tfs__nn_conv2d(k, epilogue_rows, &e, in_gemm ? &ge : NULL, st)) == TFS_OK &&
+        general)
         rc = add_broadcast(k, k->in[3], act, e.alpha, st);
 done:
     tfs_free(e.fac);
@@ -332,12 +362,15 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = (ka == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, TFS_DTYPE_FLOAT, 2,
                                                                         dims, &out, st)) != TFS_OK)
         return rc;
-    /* The call MatMul makes (sgemm with beta 0 writes every element of out). */
+    /* The call MatMul makes (sgemm with beta 0 writes every element of out), with the epilogue
+     * inside when it can take it. */
+    tfs_gemm_epi ge;
+    bool in_gemm = gemm_epilogue(&e, nn, &ge) && ka > 0;
     if (m > 0 && nn > 0 && ka > 0)
-        tfs__sgemm_const_b(ta, tb, m, nn, ka, 1.0f, a->data, a->dims[1],
-                           tfs__input_is_const(k, 1) ? b : NULL, b->data, b->dims[1], 0.0f,
-                           out->data, nn);
-    if (out->nelem > 0)
+        tfs__sgemm_epi(ta, tb, m, nn, ka, a->data, a->dims[1],
+                       tfs__input_is_const(k, 1) ? b : NULL, b->data, b->dims[1], out->data, nn,
+                       in_gemm ? &ge : NULL);
+    if (out->nelem > 0 && !in_gemm)
         epilogue_rows(&e, out->data, 0, m, nn);
     k->out[0] = out;
     return TFS_OK;

@@ -363,7 +363,7 @@ static enum tfs_code input_grad_direct(const conv_grad *c, const float *f, const
             for (int64_t co = 0; co < co_n; co++)
                 dst[co * ci_n + ci] = src[ci * co_n + co];
     }
-    bool ok = tfs__nn_conv2d_direct(&t, dy, ft, ci_n, dx, NULL, NULL);
+    bool ok = tfs__nn_conv2d_direct(&t, dy, ft, ci_n, dx, NULL, NULL, NULL);
     tfs_free(ft);
     (void)st;
     return ok ? TFS_OK : TFS_UNIMPLEMENTED;

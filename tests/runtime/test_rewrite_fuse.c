@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/gemm-impl.h"
 #include "tests/runtime/rewrite-helpers.h"
 
 Suite *suite_runtime_rewrite_fuse(void);
@@ -488,6 +489,78 @@ START_TEST(test_rewrite_residual_add)
 }
 END_TEST
 
+/* The epilogues the GEMM applies to each tile as it stores it (tfs_gemm_epi: bias, an added
+ * tensor of the output's shape, Relu or Relu6), on every route a product takes, with each kernel
+ * set this CPU has: the same bits as the unfused ops. x [-1,24,24,64], batch 3 (1728 output rows
+ * at 24x24): a 3x3 stride-1 convolution (the patch-free direct path) + Relu; a 1x1 (the input
+ * itself as A) of 80 columns (two full panels of the AVX-512 kernel and a masked 16) + the 1x1
+ * projection of x + Relu; a 1x1 to 600 channels then back to 80 (k = 600: two blocks of k, the
+ * epilogue only after the last) + the previous output + Relu6; a 3x3 with dilation 2 (patches, in
+ * chunks spread over the threads) + bias; a 3x3 stride 2 (patches, one chunk) + Relu; and the
+ * mean over the pixels through a dense layer of 3 rows (wide tiles, B read in place) + Relu. */
+START_TEST(test_rewrite_epilogue_in_gemm)
+{
+    tfs_graph *g = new_graph();
+    tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
+    tfs_out a = tfs_build_op(g, "Relu", "a", 1,
+                             (tfs_out[]){conv_bias(g, "c1", x, 3, 64, 64, 1, "SAME", 10)});
+    tfs_out p = conv_bias(g, "proj", x, 1, 64, 80, 1, "SAME", 20);
+    tfs_out b = tfs_build_op(
+        g, "Relu", "b", 1,
+        (tfs_out[]){tfs_build_op(g, "AddV2", "add1", 2,
+                                 (tfs_out[]){conv_bias(g, "c2", a, 1, 64, 80, 1, "SAME", 30), p})});
+    tfs_out wide = tfs_build_op(g, "Relu", "wide", 1,
+                                (tfs_out[]){conv_bias(g, "c3", b, 1, 80, 600, 1, "SAME", 40)});
+    tfs_out c = tfs_build_op(
+        g, "Relu6", "c", 1,
+        (tfs_out[]){tfs_build_op(g, "AddV2", "add2", 2,
+                                 (tfs_out[]){b, conv_bias(g, "c4", wide, 1, 600, 80, 1, "SAME",
+                                                          50)})});
+    int64_t wd[4] = {3, 3, 80, 48};
+    tfs_out w = cconst(g, "c5/w", nn_random_f32(4, wd, 60));
+    tfs_out d = tfs_build_op(g, "BiasAdd", "d", 2,
+                             (tfs_out[]){conv(g, c, w, 1, 2, "SAME"),
+                                         cconst(g, "c5/b", vec(48, 61, 0.5f, 0.0f))});
+    tfs_out e = tfs_build_op(g, "Relu", "e", 1,
+                             (tfs_out[]){conv_bias(g, "c6", d, 3, 48, 40, 2, "SAME", 70)});
+    int64_t axes[2] = {1, 2}, two = 2, fd[2] = {40, 100};
+    tfs_tensor *at = NULL;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_INT64, 1, &two, &at, NULL), TFS_OK);
+    memcpy(at->data, axes, sizeof axes);
+    tfs_out m = tfs_build_op(g, "Mean", "m", 2, (tfs_out[]){e, cconst(g, "axes", at)});
+    tfs_out mm = tfs_build_op(g, "MatMul", "fc", 2,
+                              (tfs_out[]){m, cconst(g, "fc/w", nn_random_f32(2, fd, 80))});
+    tfs_out y = tfs_build_op(
+        g, "Relu", "y", 1,
+        (tfs_out[]){tfs_build_op(g, "BiasAdd", "fc/bias", 2,
+                                 (tfs_out[]){mm, cconst(g, "fc/b", vec(100, 81, 0.5f, 0.0f))})});
+    (void)y;
+    rwt_vars vars = {0};
+    tfs_session *s = rwt_session(g, &vars);
+    int64_t xd[4] = {3, 24, 24, 64};
+    tfs_tensor *xt = nn_random_f32(4, xd, 9);
+    tfs_feed feed = {"x:0", xt};
+    static const char *const fetches[] = {"y:0", "b:0", "c:0", "d:0"};
+    tfs_rewrite_run run = rwt_run(1, (const char *const[]){"x:0"}, 4, fetches);
+    int tried = 0;
+    for (int i = 0; i < TFS_GEMM_ISA_COUNT; i++) {
+        if (!tfs__gemm_force_isa((enum tfs_gemm_isa)i))
+            continue;
+        tried++;
+        tfs_rewrite_stats rs;
+        rwt_check_each(g, s, run, &feed, 0.0, &rs);
+        ck_assert_int_eq(rs.conv2ds_fused, 7);
+        ck_assert_int_eq(rs.adds_fused, 2);
+        ck_assert_int_eq(rs.matmuls_fused, 1);
+    }
+    ck_assert(tfs__gemm_force_isa(TFS_GEMM_ISA_COUNT));
+    ck_assert_int_ge(tried, 1);
+    tfs_tensor_unref(xt);
+    tfs_session_free(s);
+    tfs_graph_unref(g);
+}
+END_TEST
+
 Suite *suite_runtime_rewrite_fuse(void)
 {
     Suite *s = suite_create("runtime_rewrite_fuse");
@@ -499,6 +572,7 @@ Suite *suite_runtime_rewrite_fuse(void)
     tcase_add_test(tc, test_rewrite_batch_norm_folding);
     tcase_add_test(tc, test_rewrite_batch_norm_not_folded);
     tcase_add_test(tc, test_rewrite_residual_add);
+    tcase_add_test(tc, test_rewrite_epilogue_in_gemm);
     suite_add_tcase(s, tc);
     return s;
 }
