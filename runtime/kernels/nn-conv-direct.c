@@ -1,12 +1,13 @@
-/* Float 2-D convolution with stride 1 and dilation 1 straight from a zero-padded copy of the
- * input, without a patch matrix: Conv2D's path for such shapes (nn-conv.c), and
- * Conv2DBackpropInput's (nn-grad-conv.c), which is such a convolution of the output gradient with
- * the filter turned around.
+/* Float 2-D convolution with dilation 1 straight from a zero-padded copy of the input, without a
+ * patch matrix: Conv2D's path for such shapes (nn-conv.c), and Conv2DBackpropInput's
+ * (nn-grad-conv.c), which is such a convolution of the output gradient with the filter turned
+ * around.
  *
- * DESIGN. With stride and dilation 1, one row of a window (kh fixed) is k_w * in_c consecutive
- * floats of the padded input, and the windows of consecutive output pixels of an output row start
- * in_c floats apart. So for a tile of up to MR output pixels of one output row, A = the padded
- * input read in place with row stride in_c (rows that overlap), k = k_w * in_c: one micro-kernel
+ * DESIGN. With dilation 1, one row of a window (kh fixed) is k_w * in_c consecutive floats of the
+ * padded input, and the windows of consecutive output pixels of an output row start
+ * stride_w * in_c floats apart. So for a tile of up to MR output pixels of one output row, A = the
+ * padded input read in place with row stride stride_w * in_c (rows that overlap when the window
+ * is wider than the stride), k = k_w * in_c: one micro-kernel
  * call (gemm-impl.h) per window row kh, the filter rows of that kh read in place as B, the first
  * writing the tile (beta 0) and the others adding to it (beta 1). That is im2col's GEMM without
  * writing and reading back the patches (k_h * k_w times the input). The padded copy costs one pass
@@ -14,7 +15,12 @@
  * when a window row is shorter than DIRECT_MIN_KROW floats, or when the filter, read in place,
  * would not stay in L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one
  * channel (5x5, 28x28x1 -> 32: five k steps per write of the tile) runs faster this way than
- * through im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64.
+ * through im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64. So does
+ * ResNet-50's 7x7 stride-2 first layer on 3 channels (k = 21 per call): at batch 8 11.6-12.9
+ * against 13.4-14.0 ms, at batch 1 1.43 against 1.53 ms (in-process A/B); a strided window reads
+ * more input per output row, though, and its 3x3x128 stride-2 layer (590 KB filter) gained
+ * nothing at batch 8 (11.2-11.8 against 11.3), so strided convolutions take this path only with
+ * filters of a quarter of L2 or less.
  *   Each output element is one fixed sequence of kernel calls, whichever thread runs it and
  * however the output rows are split, so the bits do not depend on the thread count. They differ
  * from the im2col GEMM's (k is summed in k_h blocks of k_w * in_c, not in GEMM blocks of up to
@@ -58,10 +64,22 @@ static long l2_bytes(void)
     return v;
 }
 
+/* Rows and columns of an image's padded copy: what the windows of the output cover. */
+static int64_t padded_h(const tfs_nn_geom *g)
+{
+    return (g->out_h - 1) * g->stride_h + g->k_h;
+}
+
+static int64_t padded_w(const tfs_nn_geom *g)
+{
+    return (g->out_w - 1) * g->stride_w + g->k_w;
+}
+
 bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c)
 {
-    if (g->stride_h != 1 || g->stride_w != 1 || g->dil_h != 1 || g->dil_w != 1)
+    if (g->dil_h != 1 || g->dil_w != 1 || g->stride_h < 1 || g->stride_w < 1)
         return false;
+
     if (g->pad_top < 0 || g->pad_left < 0 || g->k_w * g->in_c < DIRECT_MIN_KROW || out_c < 1)
         return false;
     if (g->batch < 1 || g->out_h < 1 || g->out_w < 1)
@@ -75,11 +93,13 @@ bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c)
                     sizeof(float);
     double l2 = (double)l2_bytes();
     double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
-    if (filter > l2 || (filter > l2 / 4 && rows_per_thread < DIRECT_MIN_ROWS_PER_THREAD))
+    bool strided = g->stride_h > 1 || g->stride_w > 1;
+    if (filter > l2 ||
+        (filter > l2 / 4 && (strided || rows_per_thread < DIRECT_MIN_ROWS_PER_THREAD)))
         return false;
-    /* The padded copy: out_h + k_h - 1 rows of out_w + k_w - 1 pixels per image. */
-    double bytes = (double)g->batch * (double)(g->out_h + g->k_h - 1) *
-                   (double)(g->out_w + g->k_w - 1) * (double)g->in_c * sizeof(float);
+    /* The padded copy: padded_h(g) rows of padded_w(g) pixels per image. */
+    double bytes = (double)g->batch * (double)padded_h(g) * (double)padded_w(g) *
+                   (double)g->in_c * sizeof(float);
     return bytes <= (double)DIRECT_PAD_BUDGET;
 }
 
@@ -123,8 +143,8 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
     const tfs_nn_geom *g = j->g;
     const tfs_gemm_kernel *K = tfs__gemm_kernel();
     int64_t krow = g->k_w * g->in_c, oc = j->out_c;
-    tfs_gemm_tile t = {.a_rs = g->in_c, .a_cs = 1, .b_rs = oc, .ldc = oc, .kc = krow,
-                       .b_padded = false, .alpha = 1.0f};
+    tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = oc, .ldc = oc,
+                       .kc = krow, .b_padded = false, .alpha = 1.0f};
     for (int64_t blk = r0; blk < r1; blk += ROWS_PER_BLOCK) {
         int64_t blk_end = r1 - blk < ROWS_PER_BLOCK ? r1 : blk + ROWS_PER_BLOCK;
         for (int64_t j0 = 0; j0 < oc; j0 += K->nr) {
@@ -135,12 +155,13 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
                 bool epi_now = j->epi && kh == g->k_h - 1;
                 for (int64_t r = blk; r < blk_end; r++) {
                     int64_t b = r / g->out_h, oh = r % g->out_h;
-                    const float *xrow = j->xp + (size_t)((b * j->hp + oh + kh) * j->wp) *
-                                                    (size_t)g->in_c;
+                    const float *xrow =
+                        j->xp + (size_t)((b * j->hp + oh * g->stride_h + kh) * j->wp) *
+                                    (size_t)g->in_c;
                     float *orow = j->out + (size_t)(r * g->out_w) * (size_t)oc + (size_t)j0;
                     for (int64_t ow = 0; ow < g->out_w; ow += K->mr) {
                         t.mr = (int)(g->out_w - ow < K->mr ? g->out_w - ow : K->mr);
-                        t.a = xrow + (size_t)ow * (size_t)g->in_c;
+                        t.a = xrow + (size_t)(ow * g->stride_w) * (size_t)g->in_c;
                         t.c = orow + (size_t)ow * (size_t)oc;
                         tfs__gemm_tile_epi(&t, epi_now ? j->epi : NULL, r * g->out_w + ow, j0);
                         K->fn(&t);
@@ -159,8 +180,8 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
                            float *out, tfs_nn_rows_fn rows_fn, void *arg,
                            const tfs_gemm_epi *epi)
 {
-    direct_job j = {.g = g, .in = in, .f = f, .out = out, .hp = g->out_h + g->k_h - 1,
-                    .wp = g->out_w + g->k_w - 1, .out_c = out_c, .rows_fn = rows_fn,
+    direct_job j = {.g = g, .in = in, .f = f, .out = out, .hp = padded_h(g),
+                    .wp = padded_w(g), .out_c = out_c, .rows_fn = rows_fn,
                     .arg = arg, .epi = epi};
     size_t n = (size_t)(g->batch * j.hp * j.wp) * (size_t)g->in_c;
     if (!(j.xp = tfs_malloc(n * sizeof(float))))

@@ -17,8 +17,8 @@
  * pool and each GEMM threaded inside. Either way the output is bit-identical: the float GEMM's
  * result per row does not depend on how the rows are cut (gemm-impl.h).
  *
- * Float convolutions with stride and dilation 1 and window rows of 64 floats or more skip the
- * patches altogether (nn-conv-direct.c).
+ * Float convolutions with dilation 1 and a filter small enough to stay in L2 skip the patches
+ * altogether (nn-conv-direct.c decides).
  *
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.

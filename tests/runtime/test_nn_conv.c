@@ -198,10 +198,12 @@ START_TEST(test_nn_conv2d_random_geometries)
 }
 END_TEST
 
-/* Float, stride 1, dilation 1, window rows of >= 64 floats: the convolution without patches
- * (nn-conv-direct.c). Output rows wider than one micro-kernel tile (31 pixels), output channels
- * off the kernel's 32-column panels (33, 70), odd and even kernels, and padding SAME, VALID and
- * EXPLICIT (also wider than the kernel); a stride-2 case for contrast (patches). */
+/* Float, dilation 1, small filters: the convolution without patches (nn-conv-direct.c). Output
+ * rows wider than one micro-kernel tile (31 pixels), output channels off the kernel's 32-column
+ * panels (33, 70), odd and even kernels, and padding SAME, VALID and EXPLICIT (also wider than
+ * the kernel); strides of 2 down the rows, across them and both (windows that overlap, that
+ * touch, and 2x5 ones that skip a column), a stride of 3 (11 output columns: patches). Then a
+ * 7x7 stride-2 layer on 3 channels shaped like ResNet-50's first (21 floats per window row). */
 START_TEST(test_nn_conv2d_direct_path)
 {
     int64_t xd[] = {3, 9, 31, 24};
@@ -212,6 +214,10 @@ START_TEST(test_nn_conv2d_direct_path)
         {"EXPLICIT", {1, 2, 0, 3}, 1, 1, 1, 1},
         {"EXPLICIT", {5, 0, 6, 1}, 1, 1, 1, 1},
         {"SAME", {0}, 2, 1, 1, 1},
+        {"SAME", {0}, 1, 2, 1, 1},
+        {"VALID", {0}, 2, 2, 1, 1},
+        {"EXPLICIT", {3, 0, 2, 4}, 2, 2, 1, 1},
+        {"SAME", {0}, 1, 3, 1, 1},
     };
     uint32_t seed = 700;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -219,12 +225,16 @@ START_TEST(test_nn_conv2d_direct_path)
         check_case("Conv2D", xd, f44, &cases[i], seed++);
         check_case("Conv2D", xd, f25, &cases[i], seed++);
     }
+    int64_t sd[] = {2, 40, 37, 3}, f77[] = {7, 7, 3, 64};
+    check_case("Conv2D", sd, f77, &(conv_case){"SAME", {0}, 2, 2, 1, 1}, seed++);
+    check_case("Conv2D", sd, f77, &(conv_case){"VALID", {0}, 2, 2, 1, 1}, seed++);
 }
 END_TEST
 
 /* The direct path reads the filter in place and is chosen only while the filter stays in L2
  * between its uses (nn-conv-direct.c): a filter of a quarter of L2 or less always, up to all of L2
- * when each thread has 32 output rows or more, a larger one never (im2col and the packed GEMM). */
+ * when each thread has 32 output rows or more and the stride is 1, a larger one never (im2col and
+ * the packed GEMM). */
 START_TEST(test_nn_conv2d_direct_choice)
 {
     tfs_runtime_set_num_threads(2);
@@ -244,6 +254,16 @@ START_TEST(test_nn_conv2d_direct_choice)
     ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
     ck_assert(tfs__nn_conv2d_direct_ok(&g, half));
     ck_assert(!tfs__nn_conv2d_direct_ok(&g, over));
+    /* Strided: a quarter of L2 at most, however many rows (28x28 in, 14x14 out) */
+    g.in_h = g.in_w = 28;
+    g.stride_h = g.stride_w = 2;
+    g.pad_top = g.pad_left = 0;
+    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
+    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));
+    g.stride_h = 1;   /* 26 output rows an image (VALID), still 2 across */
+    g.out_h = 26;
+    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
+    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));
     tfs_runtime_set_num_threads(0);
 }
 END_TEST
