@@ -411,8 +411,9 @@ START_TEST(test_fused_conv_add_values)
         {2, 3, 3, 4, 3, 5, "VALID", 4, {2, 3, 3, 5}, A_LEAKY},
         {0, 5, 5, 3, 3, 2, "SAME", 4, {0, 5, 5, 2}, A_RELU},   /* empty batch */
         /* larger products: a 1x1 of 14 rows and 256 columns (the GEMM's tasks split the
-         * columns), one of 300 rows in blocks of 84 (k = 512), and a 3x3 im2col of 1280 rows in
-         * chunks, whose epilogue adds the side's rows at each chunk's offset */
+         * columns), one of 300 rows in blocks of 84 (k = 512), and a 3x3 of 1280 rows (the
+         * direct path, in blocks of output rows, each adding the side's rows at its offset; the
+         * patches' chunks: test_rewrite_epilogue_in_gemm) */
         {1, 2, 7, 512, 1, 256, "SAME", 4, {1, 2, 7, 256}, A_RELU},
         {1, 10, 30, 512, 1, 64, "SAME", 4, {1, 10, 30, 64}, A_RELU6},
         {4, 40, 8, 64, 3, 8, "SAME", 4, {4, 40, 8, 8}, A_RELU},

@@ -491,70 +491,85 @@ END_TEST
 
 /* The epilogues the GEMM applies to each tile as it stores it (tfs_gemm_epi: bias, an added
  * tensor of the output's shape, Relu or Relu6), on every route a product takes, with each kernel
- * set this CPU has: the same bits as the unfused ops. x [-1,24,24,64], batch 3 (1728 output rows
- * at 24x24): a 3x3 stride-1 convolution (the patch-free direct path) + Relu; a 1x1 (the input
- * itself as A) of 80 columns (two full panels of the AVX-512 kernel and a masked 16) + the 1x1
- * projection of x + Relu; a 1x1 to 600 channels then back to 80 (k = 600: two blocks of k, the
- * epilogue only after the last) + the previous output + Relu6; a 3x3 with dilation 2 (patches, in
- * chunks spread over the threads) + bias; a 3x3 stride 2 (patches, one chunk) + Relu; and the
- * mean over the pixels through a dense layer of 3 rows (wide tiles, B read in place) + Relu. */
+ * set this CPU has: the same bits as the unfused ops. x [-1,24,24,8], batch 2 (1152 output rows
+ * at 24x24): a 3x3 convolution (the patch-free direct path) + a 1x1 of x + Relu; a 1x1 (the input
+ * itself as A) of 40 columns (a full 32-column panel and a masked 8) + the 1x1 projection of x +
+ * Relu; a 3x3 with dilation 2 (patches, in chunks spread over the threads, each adding the rows at
+ * its own offset) + the one before; a 3x3 stride 2 to a 12x12
+ * output (patches: rows too short for the direct path) + Relu; a 1x1 to 520 channels then back
+ * (k = 520: two blocks of k, the epilogue only after the last) + the one before + Relu6; and the
+ * mean over the pixels through two dense layers of 2 rows (wide tiles, B read in place; the
+ * second with k = 600) + Relu6 and + Relu. */
 START_TEST(test_rewrite_epilogue_in_gemm)
 {
     tfs_graph *g = new_graph();
     tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
-    tfs_out a = tfs_build_op(g, "Relu", "a", 1,
-                             (tfs_out[]){conv_bias(g, "c1", x, 3, 64, 64, 1, "SAME", 10)});
-    tfs_out p = conv_bias(g, "proj", x, 1, 64, 80, 1, "SAME", 20);
+    tfs_out a = tfs_build_op(
+        g, "Relu", "a", 1,
+        (tfs_out[]){tfs_build_op(g, "AddV2", "add0", 2,
+                                 (tfs_out[]){conv_bias(g, "c1", x, 3, 8, 32, 1, "SAME", 10),
+                                             conv_bias(g, "proj0", x, 1, 8, 32, 1, "SAME", 15)})});
+    tfs_out p = conv_bias(g, "proj", x, 1, 8, 40, 1, "SAME", 20);
     tfs_out b = tfs_build_op(
         g, "Relu", "b", 1,
         (tfs_out[]){tfs_build_op(g, "AddV2", "add1", 2,
-                                 (tfs_out[]){conv_bias(g, "c2", a, 1, 64, 80, 1, "SAME", 30), p})});
-    tfs_out wide = tfs_build_op(g, "Relu", "wide", 1,
-                                (tfs_out[]){conv_bias(g, "c3", b, 1, 80, 600, 1, "SAME", 40)});
-    tfs_out c = tfs_build_op(
-        g, "Relu6", "c", 1,
-        (tfs_out[]){tfs_build_op(g, "AddV2", "add2", 2,
-                                 (tfs_out[]){b, conv_bias(g, "c4", wide, 1, 600, 80, 1, "SAME",
-                                                          50)})});
-    int64_t wd[4] = {3, 3, 80, 48};
-    tfs_out w = cconst(g, "c5/w", nn_random_f32(4, wd, 60));
-    tfs_out d = tfs_build_op(g, "BiasAdd", "d", 2,
-                             (tfs_out[]){conv(g, c, w, 1, 2, "SAME"),
-                                         cconst(g, "c5/b", vec(48, 61, 0.5f, 0.0f))});
+                                 (tfs_out[]){conv_bias(g, "c2", a, 1, 32, 40, 1, "SAME", 30), p})});
+    int64_t wd[4] = {3, 3, 40, 40};
+    tfs_out dc = tfs_build_op(g, "BiasAdd", "c3/bias", 2,
+                              (tfs_out[]){conv(g, b, cconst(g, "c3/w", nn_random_f32(4, wd, 40)),
+                                               1, 2, "SAME"),
+                                          cconst(g, "c3/b", vec(40, 41, 0.5f, 0.0f))});
+    tfs_out d = tfs_build_op(g, "AddV2", "d", 2, (tfs_out[]){dc, b});
     tfs_out e = tfs_build_op(g, "Relu", "e", 1,
-                             (tfs_out[]){conv_bias(g, "c6", d, 3, 48, 40, 2, "SAME", 70)});
-    int64_t axes[2] = {1, 2}, two = 2, fd[2] = {40, 100};
+                             (tfs_out[]){conv_bias(g, "c4", d, 3, 40, 16, 2, "SAME", 50)});
+    tfs_out wide = tfs_build_op(g, "Relu", "wide", 1,
+                                (tfs_out[]){conv_bias(g, "c5", e, 1, 16, 520, 1, "SAME", 60)});
+    tfs_out f = tfs_build_op(
+        g, "Relu6", "f", 1,
+        (tfs_out[]){tfs_build_op(g, "AddV2", "add2", 2,
+                                 (tfs_out[]){e, conv_bias(g, "c6", wide, 1, 520, 16, 1, "SAME",
+                                                          70)})});
+    int64_t axes[2] = {1, 2}, two = 2, w1[2] = {16, 600}, w2[2] = {600, 100};
     tfs_tensor *at = NULL;
     ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_INT64, 1, &two, &at, NULL), TFS_OK);
     memcpy(at->data, axes, sizeof axes);
-    tfs_out m = tfs_build_op(g, "Mean", "m", 2, (tfs_out[]){e, cconst(g, "axes", at)});
-    tfs_out mm = tfs_build_op(g, "MatMul", "fc", 2,
-                              (tfs_out[]){m, cconst(g, "fc/w", nn_random_f32(2, fd, 80))});
-    tfs_out y = tfs_build_op(
-        g, "Relu", "y", 1,
-        (tfs_out[]){tfs_build_op(g, "BiasAdd", "fc/bias", 2,
-                                 (tfs_out[]){mm, cconst(g, "fc/b", vec(100, 81, 0.5f, 0.0f))})});
-    (void)y;
+    tfs_out h = tfs_build_op(g, "Mean", "m", 2, (tfs_out[]){f, cconst(g, "axes", at)});
+    static const char *const acts[2] = {"Relu6", "Relu"};
+    for (int l = 0; l < 2; l++) {
+        char n[32];
+        snprintf(n, sizeof n, "fc%d", l);
+        tfs_build_scope_push(g, n);
+        tfs_out mm = tfs_build_op(g, "MatMul", "mm", 2,
+                                  (tfs_out[]){h, cconst(g, "w", nn_random_f32(2, l ? w2 : w1,
+                                                                                 80 + (uint32_t)l))});
+        tfs_out bias = cconst(g, "b", vec(l ? 100 : 600, 90 + (uint32_t)l, 0.5f, 0.0f));
+        h = tfs_build_op(g, acts[l], "act", 1,
+                         (tfs_out[]){tfs_build_op(g, "BiasAdd", "bias", 2, (tfs_out[]){mm, bias})});
+        tfs_build_scope_pop(g);
+    }
+    tfs_build_op(g, "Identity", "y", 1, &h);
     rwt_vars vars = {0};
     tfs_session *s = rwt_session(g, &vars);
-    int64_t xd[4] = {3, 24, 24, 64};
+    int64_t xd[4] = {2, 24, 24, 8};
     tfs_tensor *xt = nn_random_f32(4, xd, 9);
     tfs_feed feed = {"x:0", xt};
-    static const char *const fetches[] = {"y:0", "b:0", "c:0", "d:0"};
-    tfs_rewrite_run run = rwt_run(1, (const char *const[]){"x:0"}, 4, fetches);
+    static const char *const fetches[] = {"y:0", "b:0", "d:0", "e:0", "f:0"};
+    tfs_rewrite_run run = rwt_run(1, (const char *const[]){"x:0"}, 5, fetches);
+    tfs_rewrite_stats rs;
+    tfs_graph *rg = rwt_rewrite(g, s, &run, 1, NULL, &rs);
+    ck_assert_int_eq(rs.conv2ds_fused, 8);
+    ck_assert_int_eq(rs.adds_fused, 4);
+    ck_assert_int_eq(rs.matmuls_fused, 2);
     int tried = 0;
     for (int i = 0; i < TFS_GEMM_ISA_COUNT; i++) {
         if (!tfs__gemm_force_isa((enum tfs_gemm_isa)i))
             continue;
         tried++;
-        tfs_rewrite_stats rs;
-        rwt_check_each(g, s, run, &feed, 0.0, &rs);
-        ck_assert_int_eq(rs.conv2ds_fused, 7);
-        ck_assert_int_eq(rs.adds_fused, 2);
-        ck_assert_int_eq(rs.matmuls_fused, 1);
+        rwt_compare(s, rg, &feed, 1, fetches, 5, 0.0, tfs__gemm_kernel()->name);
     }
     ck_assert(tfs__gemm_force_isa(TFS_GEMM_ISA_COUNT));
     ck_assert_int_ge(tried, 1);
+    tfs_graph_unref(rg);
     tfs_tensor_unref(xt);
     tfs_session_free(s);
     tfs_graph_unref(g);
