@@ -7,8 +7,8 @@
  * padded input, and the windows of consecutive output pixels of an output row start
  * stride_w * in_c floats apart. So for a tile of up to MR output pixels of one output row, A = the
  * padded input read in place with row stride stride_w * in_c (rows that overlap when the window
- * is wider than the stride), k = k_w * in_c: one micro-kernel
- * call (gemm-impl.h) per window row kh, the filter rows of that kh read in place as B, the first
+ * is wider than the stride), k = k_w * in_c: one micro-kernel call (gemm-impl.h) per window row
+ * kh, the filter rows of that kh read in place as B, the first
  * writing the tile (beta 0) and the others adding to it (beta 1). That is im2col's GEMM without
  * writing and reading back the patches (k_h * k_w times the input). The padded copy costs one pass
  * over the input; it is refused (the caller keeps im2col) when it would pass DIRECT_PAD_BUDGET,
@@ -79,7 +79,6 @@ bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c)
 {
     if (g->dil_h != 1 || g->dil_w != 1 || g->stride_h < 1 || g->stride_w < 1)
         return false;
-
     if (g->pad_top < 0 || g->pad_left < 0 || g->k_w * g->in_c < DIRECT_MIN_KROW || out_c < 1)
         return false;
     if (g->batch < 1 || g->out_h < 1 || g->out_w < 1)

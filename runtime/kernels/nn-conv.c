@@ -267,7 +267,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         epi = NULL;
     if (epi)
         rows_fn = NULL;
-    /* Stride and dilation 1 with long window rows: no patches at all (nn-conv-direct.c); an
+    /* Dilation 1 and a filter that stays in L2: no patches at all (nn-conv-direct.c decides); an
      * allocation failure there falls back to the patches. */
     if (T == TFS_DTYPE_FLOAT && !(g.k_h == 1 && g.k_w == 1) &&
         tfs__nn_conv2d_direct_ok(&g, out_c) &&
