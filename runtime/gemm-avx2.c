@@ -5,6 +5,7 @@
  * count, width and A layout; B loads masked only when B is read in place at its right edge.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "runtime/gemm-impl.h"
 
@@ -25,21 +26,16 @@ INLINE __m256 load(const float *p, bool masked, __m256i m)
     return masked ? _mm256_maskload_ps(p, m) : _mm256_loadu_ps(p);
 }
 
-/* The epilogue (gemm-impl.h) on one vector of C; bias and side read only in the stored lanes.
- * max(0, x) and min(6, x) are the kernels' x < 0 ? 0 : x and x > 6 ? 6 : x, -0 and NaN included
- * (MAXPS and MINPS return their second operand unless the first wins). */
-INLINE __m256 finish(const tfs_gemm_tile *t, __m256 x, const float *bias, const float *side,
-                     bool full, __m256i m)
+/* The epilogue (gemm-impl.h) on one vector of C, as gemm-avx512.c's: bias and side read only in
+ * the stored lanes, the activation as the bounds lo and hi (max(lo, x) and min(hi, x) are the
+ * kernels' comparisons exactly, -0 and NaN included, and x itself for infinite bounds). */
+INLINE __m256 finish(__m256 x, const float *bias, const float *side, bool full, __m256i m,
+                     __m256 lo, __m256 hi)
 {
-    if (bias)
-        x = _mm256_add_ps(x, load(bias, !full, m));
+    x = _mm256_add_ps(x, load(bias, !full, m));
     if (side)
         x = _mm256_add_ps(x, load(side, !full, m));
-    if (t->act != TFS_GEMM_ACT_NONE)
-        x = _mm256_max_ps(_mm256_setzero_ps(), x);
-    if (t->act == TFS_GEMM_ACT_RELU6)
-        x = _mm256_min_ps(_mm256_set1_ps(6.0f), x);
-    return x;
+    return _mm256_min_ps(hi, _mm256_max_ps(lo, x));
 }
 
 INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool rows,
@@ -88,7 +84,9 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
     bool full0 = nr >= 8, full1 = nr >= 16;
     __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
     bool beta0 = t->beta == 0.0f;
-    bool epi = t->bias || t->side || t->act != TFS_GEMM_ACT_NONE;
+    bool epi = t->bias != NULL;
+    __m256 lo = _mm256_set1_ps(t->act == TFS_GEMM_ACT_NONE ? -INFINITY : 0.0f);
+    __m256 hi = _mm256_set1_ps(t->act == TFS_GEMM_ACT_RELU6 ? 6.0f : INFINITY);
 #pragma GCC unroll 6
     for (int r = 0; r < MRV; r++) {
         float *cr = c + r * ldc;
@@ -97,7 +95,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
         if (!beta0)
             x = _mm256_fmadd_ps(va, c0[r], _mm256_mul_ps(vb, load(cr, !full0, m0)));
         if (epi)
-            x = finish(t, x, t->bias, sr, full0, m0);
+            x = finish(x, t->bias, sr, full0, m0, lo, hi);
         if (full0)
             _mm256_storeu_ps(cr, x);
         else
@@ -107,7 +105,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             if (!beta0)
                 y = _mm256_fmadd_ps(va, c1[r], _mm256_mul_ps(vb, load(cr + 8, !full1, m1)));
             if (epi)
-                y = finish(t, y, t->bias ? t->bias + 8 : NULL, sr ? sr + 8 : NULL, full1, m1);
+                y = finish(y, t->bias + 8, sr ? sr + 8 : NULL, full1, m1, lo, hi);
             if (full1)
                 _mm256_storeu_ps(cr + 8, y);
             else

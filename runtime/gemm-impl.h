@@ -36,8 +36,8 @@ typedef struct tfs_gemm_tile {
     int          mr, nr;   /* 1..MR, 1..NR; or 1..WIDE_MR, up to WIDE_NR (see below) */
     bool         b_padded; /* B may be read up to column NR (a packed panel); else only < nr */
     float        alpha, beta;
-    /* The epilogue, applied to C = alpha * acc + beta * C before the store: + bias[j], then
-     * + side[r * ld_side + j], then act; a NULL pointer or TFS_GEMM_ACT_NONE skips its step. */
+    /* The epilogue, applied to C = alpha * acc + beta * C before the store when bias is set:
+     * + bias[j], then + side[r * ld_side + j] (side NULL: none), then act. */
     const float      *bias, *side;
     int64_t           ld_side;
     enum tfs_gemm_act act;

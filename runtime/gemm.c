@@ -70,7 +70,7 @@ TFS_SIMD_CLONES static void epi_rows(float *c, int64_t ldc, const float *bias, c
                                      int64_t ld_side, enum tfs_gemm_act act, int64_t rows,
                                      int64_t cols)
 {
-    if (!bias && !side && act == TFS_GEMM_ACT_NONE)
+    if (!bias)   /* no epilogue (an epilogue always has a bias) */
         return;
     for (int64_t r = 0; r < rows; r++) {
         float *y = c + r * ldc;
@@ -94,14 +94,14 @@ static void epi_block(const tfs_gemm_epi *epi, float *c, int64_t ldc, int64_t i0
                       int64_t rows, int64_t cols)
 {
     if (epi && rows > 0 && cols > 0)
-        epi_rows(c, ldc, epi->bias ? epi->bias + j0 : NULL,
+        epi_rows(c, ldc, epi->bias + j0,
                  epi->side ? epi->side + i0 * epi->ld_side + j0 : NULL, epi->ld_side, epi->act,
                  rows, cols);
 }
 
 void tfs__gemm_tile_epi(tfs_gemm_tile *t, const tfs_gemm_epi *epi, int64_t i0, int64_t j0)
 {
-    t->bias = epi && epi->bias ? epi->bias + j0 : NULL;
+    t->bias = epi ? epi->bias + j0 : NULL;
     t->side = epi && epi->side ? epi->side + i0 * epi->ld_side + j0 : NULL;
     t->ld_side = epi ? epi->ld_side : 0;
     t->act = epi ? epi->act : TFS_GEMM_ACT_NONE;
@@ -610,5 +610,6 @@ void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const flo
                     int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float *c,
                     int64_t ldc, const tfs_gemm_epi *epi)
 {
+    TFS_ASSERT(!epi || epi->bias);
     sgemm(ta, tb, m, n, k, 1.0f, a, lda, b_const, b, ldb, 0.0f, c, ldc, epi);
 }

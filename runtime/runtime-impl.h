@@ -249,7 +249,7 @@ void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0
  * each step only where its field is set. */
 enum tfs_gemm_act { TFS_GEMM_ACT_NONE, TFS_GEMM_ACT_RELU, TFS_GEMM_ACT_RELU6 };
 typedef struct tfs_gemm_epi {
-    const float      *bias;      /* [n], or NULL */
+    const float      *bias;      /* [n]; required (a fused op always has one) */
     const float      *side;      /* [m, ld_side], row i of C's own rows; or NULL */
     int64_t           ld_side;
     enum tfs_gemm_act act;
@@ -363,7 +363,8 @@ void tfs__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const tfs_tensor *b_const, const float *b,
                         int64_t ldb, float beta, float *c, int64_t ldc);
-/* tfs__sgemm_const_b with alpha 1 and beta 0, then epi (NULL: none) on every element of C. */
+/* tfs__sgemm_const_b with alpha 1 and beta 0, then epi (NULL: none; else with a bias) on every
+ * element of C. */
 void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
                     int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float *c,
                     int64_t ldc, const tfs_gemm_epi *epi);

@@ -208,7 +208,7 @@ static void epilogue_rows(void *arg, void *rows, int64_t row0, int64_t n_rows, i
 static bool gemm_epilogue(const epilogue *e, int64_t n_cols, tfs_gemm_epi *ge)
 {
     *ge = (tfs_gemm_epi){.bias = e->bias, .side = e->side, .ld_side = n_cols};
-    if (e->mean)
+    if (!e->bias)   /* a batch norm */
         return false;
     switch (e->act) {
     case ACT_NONE:

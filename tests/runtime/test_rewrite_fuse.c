@@ -8,6 +8,7 @@
  * checked too: a BatchNorm in training mode or whose statistics are used, an intermediate with a
  * second consumer, an NCHW convolution. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -567,6 +568,12 @@ START_TEST(test_rewrite_epilogue_in_gemm)
         tried++;
         rwt_compare(s, rg, &feed, 1, fetches, 5, 0.0, tfs__gemm_kernel()->name);
     }
+    /* A NaN in the input goes through every epilogue as through the separate ops (a NaN stays
+     * NaN under Relu and Relu6: x < 0 ? 0 : x), bit for bit; the other image stays finite. */
+    ((float *)xt->data)[(5 * 24 + 7) * 8 + 3] = NAN;
+    for (int i = 0; i < TFS_GEMM_ISA_COUNT; i++)
+        if (tfs__gemm_force_isa((enum tfs_gemm_isa)i))
+            rwt_compare(s, rg, &feed, 1, fetches, 5, 0.0, "a NaN in image 0");
     ck_assert(tfs__gemm_force_isa(TFS_GEMM_ISA_COUNT));
     ck_assert_int_ge(tried, 1);
     tfs_graph_unref(rg);
