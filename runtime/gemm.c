@@ -74,9 +74,8 @@ TFS_SIMD_CLONES static void epi_rows(float *c, int64_t ldc, const float *bias, c
         return;
     for (int64_t r = 0; r < rows; r++) {
         float *y = c + r * ldc;
-        if (bias)
-            for (int64_t j = 0; j < cols; j++)
-                y[j] = y[j] + bias[j];
+        for (int64_t j = 0; j < cols; j++)
+            y[j] = y[j] + bias[j];
         if (side)
             for (int64_t j = 0; j < cols; j++)
                 y[j] = y[j] + side[r * ld_side + j];

@@ -246,7 +246,7 @@ void tfs__nn_im2col(const tfs_nn_geom *g, const void *in, size_t esz, int64_t r0
  * order, with the very expressions of the BiasAdd, Add, Relu and Relu6 kernels, so the bits are
  * those of the separate pass:
  *   c = c + bias[j];  c = c + side[i * ld_side + j];  c = c < 0 ? 0 : c (> 6 ? 6 : c for Relu6)
- * each step only where its field is set. */
+ * the bias always, the added tensor only where side is set, the clamp only for an activation. */
 enum tfs_gemm_act { TFS_GEMM_ACT_NONE, TFS_GEMM_ACT_RELU, TFS_GEMM_ACT_RELU6 };
 typedef struct tfs_gemm_epi {
     const float      *bias;      /* [n]; required (a fused op always has one) */
