@@ -62,32 +62,31 @@ INLINE __m512 act_hi(const tfs_gemm_tile *t)
     return _mm512_set1_ps(t->act == TFS_GEMM_ACT_RELU6 ? 6.0f : INFINITY);
 }
 
-/* The tile's rows of the added tensor are requested before the k loop, whose time hides their
- * trip from memory: read only when the tile is stored, rows 1 KB apart that no prefetcher
- * follows, ResNet-50's residual Adds of 25.7 MB at batch 8 took 9.6-10.6 ms instead of 8.1-8.7
- * (in-process A/B). */
-INLINE void prefetch_side(const tfs_gemm_tile *t, const int MRV, const int NV)
+/* Each tile requests, during the first steps of its k loop, what the tile below it (its next MR
+ * rows) will read and write from memory: its lines of C (for writing) and of the added tensor, one
+ * row per step, and, where the caller says the tile below reads rows of A not yet in cache
+ * (prefetch_a), its rows of A, one line per step. The callers run a column of tiles top down
+ * (gemm.c within a panel, the direct convolution along a row of pixels), so the tile below is the
+ * next one, and a whole tile's k loop hides each line's trip from memory. Requests made by the
+ * tile itself, just before its k loop, came too late: ResNet-50's first-stage 1x1 layers at batch
+ * 8 (outputs of 25.7 MB, rows 1 KB apart that no prefetcher follows) were memory-bound. In-process
+ * A/B on ResNet-50 at batch 8: C and the added tensor requested a tile ahead, 352 -> 342 ms (the
+ * 64 -> 256 layers with a residual Add 6.9 -> 5.7 ms each); A too, 362 -> 348 ms (256 -> 64
+ * layers 5.6 -> 4.1 ms); A on the direct path too, stem 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms.
+ * A is requested only on a block's first panel (gemm.c): on every tile it cost 2-5 % on the
+ * later stages, whose A is in cache after the first panel. Prefetches never fault, so the rows
+ * past the last tile need no test. */
+INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
 {
-    if (!t->side)
-        return;
-    for (int r = 0; r < MRV; r++) {
-        _mm_prefetch((const char *)(t->side + r * t->ld_side), _MM_HINT_T0);
+    const float *c = t->c + (MR + p) * t->ldc;
+    _mm_prefetch((const char *)c, _MM_HINT_ET0);
+    if (NV > 1)
+        _mm_prefetch((const char *)(c + 16), _MM_HINT_ET0);
+    if (t->side) {
+        const float *s = t->side + (MR + p) * t->ld_side;
+        _mm_prefetch((const char *)s, _MM_HINT_T0);
         if (NV > 1)
-            _mm_prefetch((const char *)(t->side + r * t->ld_side + 16), _MM_HINT_T0);
-    }
-}
-
-/* The tile's lines of C are requested for writing before the k loop too: a product whose output
- * does not stay in cache otherwise stalls at the stores on each line's trip from memory.
- * [25088, 64] x [64, 256] on one thread (ResNet-50's first-stage 1x1 at batch 8, output 25.7 MB),
- * medians of 9 alternated loops: 94.5 -> 99.9 GFLOP/s; the same with C in L2 107.2 -> 105.8, and
- * neutral (+-1 %) for k of 512 or more. ResNet-50 at batch 8: 370 -> 362 ms (in-process A/B). */
-INLINE void prefetch_c(const tfs_gemm_tile *t, const int MRV, const int NV)
-{
-    for (int r = 0; r < MRV; r++) {
-        _mm_prefetch((const char *)(t->c + r * t->ldc), _MM_HINT_ET0);
-        if (NV > 1)
-            _mm_prefetch((const char *)(t->c + r * t->ldc + 16), _MM_HINT_ET0);
+            _mm_prefetch((const char *)(s + 16), _MM_HINT_T0);
     }
 }
 
@@ -95,8 +94,6 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
                  const bool masked)
 {
     __m512 c0[MR], c1[MR];
-    prefetch_side(t, MRV, NV);
-    prefetch_c(t, MRV, NV);
 #pragma GCC unroll 14
     for (int r = 0; r < MRV; r++) {
         c0[r] = _mm512_setzero_ps();
@@ -111,10 +108,22 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
         const char *a0 = (const char *)t->a;
         const char *a7 = MRV > 7 ? (const char *)(t->a + 7 * t->a_rs) : a0;
         int64_t L = t->a_rs * (int64_t)sizeof(float), L3 = 3 * L, L5 = 5 * L;
+        /* The tile below's A: row pf_row, byte pf_off of it next (rows in turn, a line each). */
+        const char *pf_a = (const char *)(t->a + MR * t->a_rs);
+        int64_t pf_row = 0, pf_off = t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
         for (int64_t p = 0; p < kc; p++) {
             _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
             if (NV > 1)
                 _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
+            if (p < MR)
+                prefetch_below(t, p, NV);
+            if (pf_off < kc * (int64_t)sizeof(float)) {
+                _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
+                if (++pf_row == MR) {
+                    pf_row = 0;
+                    pf_off += 64;
+                }
+            }
             __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
             __m512 b1 = b0;
             if (NV > 1)
@@ -138,6 +147,8 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
             if (NV > 1)
                 _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
+            if (p < MR)
+                prefetch_below(t, p, NV);
             __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
             __m512 b1 = b0;
             if (NV > 1)

@@ -16,8 +16,9 @@
  * columns), which the kernel applies to each value between computing and storing it, in
  * registers. (A pass over each tile right after the kernel stored it, tried first, reloaded what
  * masked stores had just written, which the CPU does not forward to loads: ResNet-50's 7x7 first
- * layer at batch 8 took 17.1 instead of 13.6 ms.) The kernels prefetch the tile's rows of the
- * added tensor before their k loop (gemm-avx512.c).
+ * layer at batch 8 took 17.1 instead of 13.6 ms.) The AVX-512 and AVX2 kernels prefetch,
+ * during their k loop, the lines of C, of the added tensor and (on request) of A that the tile
+ * below will use (gemm-avx512.c).
  */
 #ifndef TFS_RUNTIME_GEMM_IMPL_H
 #define TFS_RUNTIME_GEMM_IMPL_H
@@ -41,6 +42,9 @@ typedef struct tfs_gemm_tile {
     const float      *bias, *side;
     int64_t           ld_side;
     enum tfs_gemm_act act;
+    /* A hint: the tile below this one (rows MR.. of a and c) reads rows of A that are not in cache
+     * yet; the kernels then request them during their k loop (gemm-avx512.c). */
+    bool prefetch_a;
 } tfs_gemm_tile;
 
 typedef void (*tfs_gemm_kernel_fn)(const tfs_gemm_tile *t);

@@ -316,6 +316,9 @@ static void run_task(gemm *g, int task, float *abuf)
                     t.b = g->B + pc * g->ldb + j;
                     t.b_rs = g->ldb;
                 }
+                /* A's rows come from memory on the block's first panel only (in place; a packed
+                 * block was just copied). */
+                t.prefetch_a = jp == p0 && !g->ta && !g->pack_a;
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     t.mr = (int)(mc - ir < MR ? mc - ir : MR);
                     t.a = a + ir * t.a_rs;

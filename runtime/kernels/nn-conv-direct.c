@@ -148,6 +148,7 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
         int64_t blk_end = r1 - blk < ROWS_PER_BLOCK ? r1 : blk + ROWS_PER_BLOCK;
         for (int64_t j0 = 0; j0 < oc; j0 += K->nr) {
             t.nr = (int)(oc - j0 < K->nr ? oc - j0 : K->nr);
+            t.prefetch_a = j0 == 0;   /* the input rows come from memory on the first panel */
             for (int64_t kh = 0; kh < g->k_h; kh++) {
                 t.b = j->f + (size_t)(kh * krow) * (size_t)oc + (size_t)j0;
                 t.beta = kh == 0 ? 0.0f : 1.0f;
