@@ -64,8 +64,8 @@
 
 enum { C_MR = 4, C_NR = 16 };
 
-/* The epilogue (gemm-impl.h) on a block of C in place, a row at a time: the portable kernel's,
- * and the product's when no kernel runs (k = 0, or no workspace for a transposed B). */
+/* The epilogue (gemm-impl.h) on a block of C in place, a row at a time: the product's when no
+ * kernel runs (k = 0, or no workspace for a transposed B). */
 TFS_SIMD_CLONES static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side,
                                      int64_t ld_side, enum tfs_gemm_act act, int64_t rows,
                                      int64_t cols)
@@ -120,12 +120,25 @@ static void kernel_c(const tfs_gemm_tile *t)
                 acc[r][j] += a * b[j];
         }
     }
+    /* The epilogue per value before its store, as the SIMD kernels (an added tensor may be C
+     * itself: tfs__sgemm_epi_in_place); the expressions of epi_rows. */
     for (int r = 0; r < t->mr; r++) {
         float *c = t->c + r * t->ldc;
-        for (int j = 0; j < t->nr; j++)
-            c[j] = t->beta == 0.0f ? t->alpha * acc[r][j] : t->alpha * acc[r][j] + t->beta * c[j];
+        const float *side = t->side ? t->side + r * t->ld_side : NULL;
+        for (int j = 0; j < t->nr; j++) {
+            float x = t->beta == 0.0f ? t->alpha * acc[r][j] : t->alpha * acc[r][j] + t->beta * c[j];
+            if (t->bias) {
+                x = x + t->bias[j];
+                if (side)
+                    x = x + side[j];
+                if (t->act == TFS_GEMM_ACT_RELU)
+                    x = x < 0 ? 0.0f : x;
+                else if (t->act == TFS_GEMM_ACT_RELU6)
+                    x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
+            }
+            c[j] = x;
+        }
     }
-    epi_rows(t->c, t->ldc, t->bias, t->side, t->ld_side, t->act, t->mr, t->nr);
 }
 
 static void pack_b_c(bool tb, int64_t kc, int nr, const float *src, int64_t ld, float *dst);
@@ -606,6 +619,14 @@ void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
                         int64_t ldb, float beta, float *c, int64_t ldc)
 {
     sgemm(ta, tb, m, n, k, alpha, a, lda, b_const, b, ldb, beta, c, ldc, NULL);
+}
+
+bool tfs__sgemm_epi_in_place(int64_t k)
+{
+    /* One block of k: each tile is computed whole, and the kernels read the added value, add it
+     * and store, element by element. (Several blocks would store partial sums first; k = 0
+     * scales C before the epilogue reads the side.) */
+    return k >= 1 && k <= KC_MAX;
 }
 
 void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,

@@ -17,7 +17,13 @@ typedef struct tfs_mem_stats {
     atomic_llong plan_hits, plan_misses;
     atomic_llong mem_hits, mem_misses;
     atomic_llong planned_outputs, heap_outputs, arenas_created;
+    atomic_llong taken_inputs;
 } tfs_mem_stats;
+
+/* True when the caller's reference to t is the only one and t owns its buffer: a heap tensor
+ * (tfs_tensor_exclusive, or tfs__kernel_output's), one over a planned region or one made by a
+ * learning run; not a view or a wrapper. Writing t->data in place is then seen by no one else. */
+bool tfs__mem_exclusive(const tfs_tensor *t);
 
 typedef struct tfs_mem_cache tfs_mem_cache;
 

@@ -10,8 +10,8 @@
  * dtype and shape), for each output that a kernel allocates with tfs__kernel_output its byte size,
  * the step that allocated it and the step at which its memory was really released -- measured by
  * the tensor's deallocator, so aliases (Identity passing a tensor on, Reshape views holding their
- * source, TensorLists, variables, function results) extend a lifetime exactly as far as they
- * should. Outputs still alive when the run ends escape (fetched, assigned, stored): they are not
+ * source, TensorLists, variables, function results, an input a kernel writes its output over:
+ * tfs__kernel_take_input) extend a lifetime exactly as far as they should. Outputs still alive when the run ends escape (fetched, assigned, stored): they are not
  * planned. The rest get offsets by "greedy by size" (largest first, each into the best-fitting
  * gap among the already placed buffers whose lifetimes overlap its own; TFLite's arena planner
  * does the same), in one arena per run. Arenas are pooled per plan, so a steady state mallocs
@@ -728,6 +728,14 @@ static void free_data(void *data, void *arg)
 {
     (void)arg;
     tfs_free(data);
+}
+
+bool tfs__mem_exclusive(const tfs_tensor *t)
+{
+    if (tfs_tensor_exclusive(t))
+        return true;
+    return atomic_load_explicit(&((tfs_tensor *)t)->refs, memory_order_acquire) == 1 &&
+           (t->dealloc == arena_release || t->dealloc == rec_release || t->dealloc == free_data);
 }
 
 /* A heap tensor: zeroed by tfs_tensor_new, or poisoned under the test hook. */

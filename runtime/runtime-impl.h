@@ -99,6 +99,7 @@ typedef struct tfs_kernel_ctx {
     int                mem_out0;   /* the run's number for output 0 (memplan-impl.h) */
     void              *exec;       /* the backend executor running the node (backend-impl.h);
                                     * NULL for CPU kernels */
+    uint64_t           takeable;   /* inputs (bit i) tfs__kernel_take_input may hand out */
 } tfs_kernel_ctx;
 
 typedef enum tfs_code (*tfs_kernel_fn)(tfs_kernel_ctx *k, tfs_status *st);
@@ -129,6 +130,15 @@ enum tfs_code tfs__kernel_output(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, in
                                  const int64_t *dims, tfs_tensor **out, tfs_status *st);
 enum tfs_code tfs__kernel_output_zeroed(tfs_kernel_ctx *k, int j, enum tfs_dtype dt, int rank,
                                         const int64_t *dims, tfs_tensor **out, tfs_status *st);
+/* Input i itself as an output to write over in place (a new reference), when the session let go
+ * of it: this node is its last use in the run (no later consumer, not fetched), it was not fed,
+ * and nothing else references it (no alias, variable or Const), so no one can see the writes;
+ * and when it has dtype dt and shape [rank, dims]. NULL otherwise (the kernel then allocates as
+ * usual). A kernel that takes an input must read each of its elements before writing it. Saves
+ * the output's buffer and, for an output that does not fit in cache, a stream to memory:
+ * ResNet-50's residual convolutions write over the tensor they add (kernels/nn-conv.c). */
+tfs_tensor *tfs__kernel_take_input(tfs_kernel_ctx *k, int i, enum tfs_dtype dt, int rank,
+                                   const int64_t *dims);
 
 /* Plan-cache and memory-plan counters of a session (and the function bodies it runs), since
  * tfs_session_new. For tests and benchmarks. */
@@ -141,6 +151,7 @@ typedef struct tfs_plan_stats {
     int64_t planned_outputs;   /* tfs__kernel_output results in a planned region */
     int64_t heap_outputs;      /* tfs__kernel_output results on the heap (reuse on) */
     int64_t arenas_created;    /* arenas allocated; flat in a steady state */
+    int64_t taken_inputs;      /* tfs__kernel_take_input results (outputs written in place) */
 } tfs_plan_stats;
 void tfs__session_plan_stats(const tfs_session *s, tfs_plan_stats *out);
 
@@ -274,9 +285,12 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
  * of output rows right after its product -- also on an all-zero output when the input has no
  * channels. A caller whose epilogue epi can express passes both (the same epilogue): rows_fn
  * serves float64 and the outputs no product writes. rows_fn may run on several threads at once,
- * for disjoint chunks. Stores the output in k->out[0]. Errors as Conv2D's (kernels/nn-conv.c). */
+ * for disjoint chunks. side_input: the input whose tensor is epi's added tensor (-1: none); the
+ * output is written over it in place where the session lets it go (tfs__kernel_take_input) and
+ * the product reads each of its elements before writing it. Stores the output in k->out[0].
+ * Errors as Conv2D's (kernels/nn-conv.c). */
 enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *arg,
-                             const tfs_gemm_epi *epi, tfs_status *st);
+                             const tfs_gemm_epi *epi, int side_input, tfs_status *st);
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
@@ -368,6 +382,9 @@ void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
                     int64_t lda, const tfs_tensor *b_const, const float *b, int64_t ldb, float *c,
                     int64_t ldc, const tfs_gemm_epi *epi);
+/* Whether tfs__sgemm_epi with this k writes each element of C once, after reading the added
+ * tensor's element at the same place (one block of k), so that epi->side may be C itself. */
+bool tfs__sgemm_epi_in_place(int64_t k);
 /* Frees what tfs__sgemm_const_b kept on a tensor (tensor.c, when the tensor goes). NULL-safe. */
 void tfs__gemm_packed_free(void *packed);
 /* Whether input i of k's node is the tensor a Const holds (not a value fed in its place): one

@@ -303,8 +303,8 @@ enum tfs_code tfs__k_fused_conv2d(tfs_kernel_ctx *k, tfs_status *st)
     }
     tfs_gemm_epi ge;
     bool in_gemm = gemm_epilogue(&e, f->dims[3], &ge);
-    if ((rc = tfs__nn_conv2d(k, epilogue_rows, &e, in_gemm ? &ge : NULL, st)) == TFS_OK &&
-        general)
+    rc = tfs__nn_conv2d(k, epilogue_rows, &e, in_gemm ? &ge : NULL, e.side ? 3 : -1, st);
+    if (rc == TFS_OK && general)
         rc = add_broadcast(k, k->in[3], act, e.alpha, st);
 done:
     tfs_free(e.fac);

@@ -78,8 +78,8 @@ tfs_graph *rwt_rewrite(tfs_graph *g, tfs_session *values, tfs_rewrite_run *runs,
     return out;
 }
 
-static void compare_tensors(const tfs_tensor *a, const tfs_tensor *b, double tol, const char *what,
-                            int i)
+void rwt_compare_tensors(const tfs_tensor *a, const tfs_tensor *b, double tol, const char *what,
+                         int i)
 {
     ck_assert_msg(a->dtype == b->dtype, "%s: fetch %d: dtype %s vs %s", what, i,
                   tfs_dtype_name(a->dtype), tfs_dtype_name(b->dtype));
@@ -114,7 +114,7 @@ void rwt_compare(tfs_session *orig, tfs_graph *rg, const tfs_feed *feeds, int n_
     ck_assert_msg(tfs_session_run(s, feeds, n_feeds, fetches, n_fetches, NULL, 0, got, &st) ==
                   TFS_OK, "%s: rewritten: %s", what, st.msg);
     for (int i = 0; i < n_fetches; i++) {
-        compare_tensors(got[i], want[i], tol, what, i);
+        rwt_compare_tensors(got[i], want[i], tol, what, i);
         tfs_tensor_unref(got[i]);
         tfs_tensor_unref(want[i]);
     }

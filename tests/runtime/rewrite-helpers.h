@@ -31,6 +31,10 @@ tfs_rewrite_run rwt_run(int n_feeds, const char *const *feeds, int n_fetches,
 /* tfs_graph_rewrite asserting OK; returns the rewritten graph (NULL when nothing is served). */
 tfs_graph *rwt_rewrite(tfs_graph *g, tfs_session *values, tfs_rewrite_run *runs, int n_runs,
                        const tfs_rewrite_opts *opts, tfs_rewrite_stats *stats);
+/* Fetch i of a run (a) against the original graph's (b): same dtype and shape, and bit-identical
+ * when tol is 0, else max |a - b| <= tol * max |b|. */
+void rwt_compare_tensors(const tfs_tensor *a, const tfs_tensor *b, double tol, const char *what,
+                         int i);
 /* Runs feeds -> fetches on `orig` and on a new session over rg and compares every output: same
  * dtype and shape, and bit-identical when tol is 0, else max |a - b| <= tol * max |b|. */
 void rwt_compare(tfs_session *orig, tfs_graph *rg, const tfs_feed *feeds, int n_feeds,

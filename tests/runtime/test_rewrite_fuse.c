@@ -490,6 +490,95 @@ START_TEST(test_rewrite_residual_add)
 }
 END_TEST
 
+/* Relu(AddV2(conv_bias(x), side)) with the product first (the Add fuses into it). */
+static tfs_out residual(tfs_graph *g, const char *name, tfs_out x, int64_t k, int64_t cin,
+                        int64_t cout, tfs_out side, uint32_t seed)
+{
+    char n[64];
+    snprintf(n, sizeof n, "%s/add", name);
+    tfs_out sum = tfs_build_op(g, "AddV2", n, 2,
+                               (tfs_out[]){conv_bias(g, name, x, k, cin, cout, 1, "SAME", seed),
+                                           side});
+    snprintf(n, sizeof n, "%s/relu", name);
+    return tfs_build_op(g, "Relu", n, 1, &sum);
+}
+
+/* A fused convolution writes its output over the tensor it adds (tfs__kernel_take_input) only
+ * where no one can see it: y1's side s1 has no other use and is taken; not s2 (fetched), s3 (the
+ * 3x3 direct path writes each output row once per filter row), s4 (read later by Mul), s5 (k =
+ * 520: two blocks of k store partial sums first), x2 (fed: the caller's tensor stays as it was),
+ * nor y6 (also the product's own input). Every fetch equals the unfused graph's, bit for bit, in
+ * the learning run, in planned runs (arenas) and without buffer reuse (heap tensors). */
+START_TEST(test_rewrite_residual_in_place)
+{
+    tfs_graph *g = new_graph();
+    tfs_out x = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, NULL);
+    tfs_out x2 = tfs_build_placeholder(g, "x2", TFS_DTYPE_FLOAT, NULL);
+    tfs_out s1 = conv_bias(g, "s1", x, 1, 8, 16, 1, "SAME", 10);
+    tfs_out y1 = residual(g, "c1", x, 1, 8, 16, s1, 20);
+    tfs_out s2 = conv_bias(g, "s2", y1, 1, 16, 16, 1, "SAME", 30);
+    tfs_out y2 = residual(g, "c2", y1, 1, 16, 16, s2, 40);
+    tfs_out s3 = conv_bias(g, "s3", y2, 1, 16, 16, 1, "SAME", 50);
+    tfs_out y3 = residual(g, "c3", y2, 3, 16, 16, s3, 60);
+    tfs_out s4 = conv_bias(g, "s4", y3, 1, 16, 16, 1, "SAME", 70);
+    tfs_out y4 = residual(g, "c4", y3, 1, 16, 16, s4, 80);
+    tfs_out w = tfs_build_op(g, "Mul", "w", 2, (tfs_out[]){y4, s4});
+    tfs_out big = tfs_build_op(g, "Relu", "big", 1,
+                               (tfs_out[]){conv_bias(g, "c_big", w, 1, 16, 520, 1, "SAME", 90)});
+    tfs_out s5 = conv_bias(g, "s5", w, 1, 16, 16, 1, "SAME", 100);
+    tfs_out y5 = residual(g, "c5", big, 1, 520, 16, s5, 110);
+    tfs_out y6 = residual(g, "c6", y5, 1, 16, 16, x2, 120);
+    tfs_out y7 = tfs_build_op(g, "AddV2", "c7/add", 2,
+                              (tfs_out[]){conv_bias(g, "c7", y6, 1, 16, 16, 1, "SAME", 130), y6});
+    tfs_build_op(g, "Identity", "y", 1, &y7);
+    tfs_build_op(g, "Identity", "s2_out", 1, &s2);
+    rwt_vars vars = {0};
+    tfs_session *s = rwt_session(g, &vars);
+    int64_t xd[4] = {2, 4, 16, 8}, x2d[4] = {2, 4, 16, 16};   /* rows of 16 >= any MR */
+    tfs_tensor *xt = nn_random_f32(4, xd, 1), *x2t = nn_random_f32(4, x2d, 2), *x2copy = NULL;
+    ck_assert_int_eq(tfs_tensor_copy(x2t, &x2copy, NULL), TFS_OK);
+    tfs_feed feeds[2] = {{"x:0", xt}, {"x2:0", x2t}};
+    static const char *const fetches[] = {"y:0", "s2_out:0"};
+    tfs_rewrite_run run = rwt_run(2, (const char *const[]){"x:0", "x2:0"}, 2, fetches);
+    tfs_rewrite_stats rs;
+    tfs_graph *rg = rwt_rewrite(g, s, &run, 1, NULL, &rs);
+    ck_assert_int_eq(rs.adds_fused, 7);
+    tfs_tensor *want[2] = {NULL}, *got[2] = {NULL};
+    tfs_status st;
+    ck_assert_int_eq(tfs_session_run(s, feeds, 2, fetches, 2, NULL, 0, want, &st), TFS_OK);
+    for (int reuse = 1; reuse >= 0; reuse--) {
+        tfs_session_opts o = tfs_session_opts_default();
+        o.disable_buffer_reuse = !reuse;
+        tfs_session *rs_ = NULL;
+        ck_assert_int_eq(tfs_session_new(rg, &o, &rs_, &st), TFS_OK);
+        int runs = reuse ? 3 : 1;   /* learning, then planned */
+        for (int r = 0; r < runs; r++) {
+            ck_assert_msg(tfs_session_run(rs_, feeds, 2, fetches, 2, NULL, 0, got, &st) == TFS_OK,
+                          "%s", st.msg);
+            for (int i = 0; i < 2; i++) {
+                char what[64];
+                snprintf(what, sizeof what, "reuse %d, run %d", reuse, r);
+                rwt_compare_tensors(got[i], want[i], 0.0, what, i);
+                tfs_tensor_unref(got[i]);
+            }
+            ck_assert_mem_eq(x2t->data, x2copy->data, x2t->nbytes);
+        }
+        tfs_plan_stats ps;
+        tfs__session_plan_stats(rs_, &ps);
+        ck_assert_int_eq(ps.taken_inputs, runs);
+        tfs_session_free(rs_);
+    }
+    for (int i = 0; i < 2; i++)
+        tfs_tensor_unref(want[i]);
+    tfs_graph_unref(rg);
+    tfs_tensor_unref(xt);
+    tfs_tensor_unref(x2t);
+    tfs_tensor_unref(x2copy);
+    tfs_session_free(s);
+    tfs_graph_unref(g);
+}
+END_TEST
+
 /* The epilogues the GEMM applies to each tile as it stores it (tfs_gemm_epi: bias, an added
  * tensor of the output's shape, Relu or Relu6), on every route a product takes, with each kernel
  * set this CPU has: the same bits as the unfused ops. x [-1,24,24,8], batch 2 (1152 output rows
@@ -595,6 +684,7 @@ Suite *suite_runtime_rewrite_fuse(void)
     tcase_add_test(tc, test_rewrite_batch_norm_not_folded);
     tcase_add_test(tc, test_rewrite_residual_add);
     tcase_add_test(tc, test_rewrite_epilogue_in_gemm);
+    tcase_add_test(tc, test_rewrite_residual_in_place);
     suite_add_tcase(s, tc);
     return s;
 }
