@@ -11,12 +11,13 @@
  * the step that allocated it and the step at which its memory was really released -- measured by
  * the tensor's deallocator, so aliases (Identity passing a tensor on, Reshape views holding their
  * source, TensorLists, variables, function results, an input a kernel writes its output over:
- * tfs__kernel_take_input) extend a lifetime exactly as far as they should. Outputs still alive when the run ends escape (fetched, assigned, stored): they are not
- * planned. The rest get offsets by "greedy by size" (largest first, each into the best-fitting
- * gap among the already placed buffers whose lifetimes overlap its own; TFLite's arena planner
- * does the same), in one arena per run. Arenas are pooled per plan, so a steady state mallocs
- * none; learning costs one unplanned run per key (the key cache is bounded, LRU). Idle arenas
- * of all plans together stay under a budget (512 MiB); beyond it an arena is freed after its run.
+ * tfs__kernel_take_input) extend a lifetime exactly as far as they should. Outputs still alive
+ * when the run ends escape (fetched, assigned, stored): they are not planned. The rest get
+ * offsets by "greedy by size" (largest first, each into the best-fitting gap among the already
+ * placed buffers whose lifetimes overlap its own; TFLite's arena planner does the same), in one
+ * arena per run. Arenas are pooled per plan, so a steady state mallocs none; learning costs one
+ * unplanned run per key (the key cache is bounded, LRU). Idle arenas of all plans together stay
+ * under a budget (512 MiB); beyond it an arena is freed after its run.
  *
  * Safety does not rest on the plan. A region is handed out only when no tensor over an
  * overlapping region is alive in this arena (each arena keeps the list of its live buffers; a
