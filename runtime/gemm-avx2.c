@@ -66,40 +66,43 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
     int64_t brs = t->b_rs, kc = t->kc;
     /* Row r of A: rows mode a + r * a_rs + p, columns mode a + r + p * a_cs. Byte offsets
      * 0, L, 2L, 3L, 4L, 5L from one pointer (L3 = 3L, L5 = 5L). */
-    const char *a = (const char *)t->a;
     int64_t L = (rows ? t->a_rs : 1) * (int64_t)sizeof(float), L3 = 3 * L, L5 = 5 * L;
     int64_t step = (rows ? 1 : t->a_cs) * (int64_t)sizeof(float);
-    /* The tile below's A, rows in turn, a line each (only read row-wise, and when asked). */
-    const char *pf_a = (const char *)t->a + MR * L;
-    int64_t pf_row = 0, pf_off = rows && t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
-    for (int64_t p = 0; p < kc; p++) {
-        if (p < MR)
-            prefetch_below(t, p);
-        if (pf_off < kc * (int64_t)sizeof(float)) {
-            _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
-            if (++pf_row == MR) {
-                pf_row = 0;
-                pf_off += 64;
+    /* A in segments (rows mode: the direct convolution's filter rows); B goes on. */
+    for (int s = 0; s < t->n_seg; s++) {
+        const char *a = (const char *)(t->a + s * t->a_seg);
+        /* The tile below's A, rows in turn, a line each (only read row-wise, and when asked). */
+        const char *pf_a = a + MR * L;
+        int64_t pf_row = 0, pf_off = rows && t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
+        for (int64_t p = 0; p < kc; p++) {
+            if (s == 0 && p < MR)
+                prefetch_below(t, p);
+            if (pf_off < kc * (int64_t)sizeof(float)) {
+                _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
+                if (++pf_row == MR) {
+                    pf_row = 0;
+                    pf_off += 64;
+                }
             }
-        }
-        __m256 b0 = load(b, masked, m0), b1 = b0;
-        if (NV > 1)
-            b1 = load(b + 8, masked, m1);
-#pragma GCC unroll 6
-        for (int r = 0; r < MRV; r++) {
-            int64_t off = r == 0   ? 0
-                          : r == 1 ? L
-                          : r == 2 ? 2 * L
-                          : r == 3 ? L3
-                          : r == 4 ? 4 * L
-                                   : L5;
-            __m256 av = _mm256_broadcast_ss((const float *)(a + off));
-            c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+            __m256 b0 = load(b, masked, m0), b1 = b0;
             if (NV > 1)
-                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+                b1 = load(b + 8, masked, m1);
+#pragma GCC unroll 6
+            for (int r = 0; r < MRV; r++) {
+                int64_t off = r == 0   ? 0
+                              : r == 1 ? L
+                              : r == 2 ? 2 * L
+                              : r == 3 ? L3
+                              : r == 4 ? 4 * L
+                                       : L5;
+                __m256 av = _mm256_broadcast_ss((const float *)(a + off));
+                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+                if (NV > 1)
+                    c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+            }
+            a += step;
+            b += brs;
         }
-        a += step;
-        b += brs;
     }
     float *c = t->c;
     int64_t ldc = t->ldc;

@@ -105,40 +105,46 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
     const float *b = t->b;
     int64_t brs = t->b_rs, kc = t->kc;
     if (rows) {
-        const char *a0 = (const char *)t->a;
-        const char *a7 = MRV > 7 ? (const char *)(t->a + 7 * t->a_rs) : a0;
         int64_t L = t->a_rs * (int64_t)sizeof(float), L3 = 3 * L, L5 = 5 * L;
-        /* The tile below's A: row pf_row, byte pf_off of it next (rows in turn, a line each). */
-        const char *pf_a = (const char *)(t->a + MR * t->a_rs);
-        int64_t pf_row = 0, pf_off = t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
-        for (int64_t p = 0; p < kc; p++) {
-            _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
-            if (NV > 1)
-                _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
-            if (p < MR)
-                prefetch_below(t, p, NV);
-            if (pf_off < kc * (int64_t)sizeof(float)) {
-                _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
-                if (++pf_row == MR) {
-                    pf_row = 0;
-                    pf_off += 64;
-                }
-            }
-            __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-            __m512 b1 = b0;
-            if (NV > 1)
-                b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 14
-            for (int r = 0; r < MRV; r++) {
-                const char *ar = (r < 7 ? a0 : a7) + ROW_OFF(r, L, L3, L5);
-                __m512 av = _mm512_set1_ps(*(const float *)ar);
-                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+        /* A in segments (the direct convolution: one per filter row), each kc steps long; B goes
+         * on where the last one stopped. */
+        const char *seg = (const char *)t->a;
+        for (int s = 0; s < t->n_seg; s++, seg += t->a_seg * (int64_t)sizeof(float)) {
+            const char *a0 = seg;
+            const char *a7 = MRV > 7 ? seg + 7 * L : a0;
+            /* The tile below's A: row pf_row, byte pf_off of it next (rows in turn, a line
+             * each). */
+            const char *pf_a = seg + MR * L;
+            int64_t pf_row = 0, pf_off = t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
+            for (int64_t p = 0; p < kc; p++) {
+                _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
                 if (NV > 1)
-                    c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                    _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
+                if (s == 0 && p < MR)
+                    prefetch_below(t, p, NV);
+                if (pf_off < kc * (int64_t)sizeof(float)) {
+                    _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
+                    if (++pf_row == MR) {
+                        pf_row = 0;
+                        pf_off += 64;
+                    }
+                }
+                __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+                __m512 b1 = b0;
+                if (NV > 1)
+                    b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+    #pragma GCC unroll 14
+                for (int r = 0; r < MRV; r++) {
+                    const char *ar = (r < 7 ? a0 : a7) + ROW_OFF(r, L, L3, L5);
+                    __m512 av = _mm512_set1_ps(*(const float *)ar);
+                    c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                    if (NV > 1)
+                        c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                }
+                a0 += sizeof(float);
+                a7 += sizeof(float);
+                b += brs;
             }
-            a0 += sizeof(float);
-            a7 += sizeof(float);
-            b += brs;
         }
     } else {
         const float *a = t->a;

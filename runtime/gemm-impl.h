@@ -6,7 +6,8 @@
  * DESIGN. A micro-kernel computes one tile of C, at most mr x nr (the ISA's MR x NR), over one
  * block of kc steps of the k loop, from A and B addressed by strides. That one interface serves
  * every operand layout without copies where none pays: A read in place row-wise (a_cs = 1: a
- * row-major, untransposed A or a packed copy of it) or column-wise (a_rs = 1: a transposed A),
+ * row-major, untransposed A or a packed copy of it, possibly in segments) or column-wise (a_rs =
+ * 1: a transposed A),
  * B read in place (b_rs = ldb) or from a packed panel (b_rs = NR, zero-padded to NR columns). Every
  * C element is the same sequence of operations whichever variant, tile position or thread
  * computes it: acc = 0, acc = fma(A(r,p), B(p,j), acc) for p = 0..kc-1 in order, then
@@ -45,6 +46,11 @@ typedef struct tfs_gemm_tile {
     /* A hint: the tile below this one (rows MR.. of a and c) reads rows of A that are not in cache
      * yet; the kernels then request them during their k loop (gemm-avx512.c). */
     bool prefetch_a;
+    /* A in n_seg >= 1 segments of kc steps each, a_seg floats apart (rows mode only), and B read
+     * on continuously: acc runs over n_seg * kc steps, segment after segment. The direct
+     * convolution's filter rows (nn-conv-direct.c), each a run of input pixels of its own row. */
+    int          n_seg;
+    int64_t      a_seg;
 } tfs_gemm_tile;
 
 typedef void (*tfs_gemm_kernel_fn)(const tfs_gemm_tile *t);

@@ -112,12 +112,15 @@ static void kernel_c(const tfs_gemm_tile *t)
 {
     float acc[C_MR][C_NR];
     memset(acc, 0, sizeof acc);
-    for (int64_t p = 0; p < t->kc; p++) {
-        const float *b = t->b + p * t->b_rs;
-        for (int r = 0; r < t->mr; r++) {
-            float a = t->a[r * t->a_rs + p * t->a_cs];
-            for (int j = 0; j < t->nr; j++)
-                acc[r][j] += a * b[j];
+    for (int s = 0; s < t->n_seg; s++) {
+        const float *as = t->a + s * t->a_seg;
+        for (int64_t p = 0; p < t->kc; p++) {
+            const float *b = t->b + (s * t->kc + p) * t->b_rs;
+            for (int r = 0; r < t->mr; r++) {
+                float a = as[r * t->a_rs + p * t->a_cs];
+                for (int j = 0; j < t->nr; j++)
+                    acc[r][j] += a * b[j];
+            }
         }
     }
     /* The epilogue per value before its store, as the SIMD kernels (an added tensor may be C
@@ -126,7 +129,9 @@ static void kernel_c(const tfs_gemm_tile *t)
         float *c = t->c + r * t->ldc;
         const float *side = t->side ? t->side + r * t->ld_side : NULL;
         for (int j = 0; j < t->nr; j++) {
-            float x = t->beta == 0.0f ? t->alpha * acc[r][j] : t->alpha * acc[r][j] + t->beta * c[j];
+            float x = t->alpha * acc[r][j];
+            if (t->beta != 0.0f)
+                x = t->alpha * acc[r][j] + t->beta * c[j];
             if (t->bias) {
                 x = x + t->bias[j];
                 if (side)
@@ -290,7 +295,7 @@ static void run_task(gemm *g, int task, float *abuf)
     int64_t p0 = tj * g->nj / g->tn, p1 = (tj + 1) * g->nj / g->tn;
     if (r1 > g->m)
         r1 = g->m;
-    tfs_gemm_tile t = {.ldc = g->ldc, .alpha = g->alpha, .b_padded = g->pack_b};
+    tfs_gemm_tile t = {.ldc = g->ldc, .alpha = g->alpha, .b_padded = g->pack_b, .n_seg = 1};
     for (int64_t ic = r0; ic < r1; ic += g->mc) {
         int64_t mc = r1 - ic < g->mc ? r1 - ic : g->mc;
         for (int64_t kb = 0; kb < g->nkb; kb++) {
