@@ -505,7 +505,7 @@ static tfs_out residual(tfs_graph *g, const char *name, tfs_out x, int64_t k, in
 
 /* A fused convolution writes its output over the tensor it adds (tfs__kernel_take_input) only
  * where no one can see it: y1's side s1 has no other use and is taken; not s2 (fetched), s3 (the
- * 3x3 direct path writes each output row once per filter row), s4 (read later by Mul), s5 (k =
+ * 3x3 direct path, whose fallback may sum k in blocks), s4 (read later by Mul), s5 (k =
  * 520: two blocks of k store partial sums first), x2 (fed: the caller's tensor stays as it was),
  * nor y6 (also the product's own input). Every fetch equals the unfused graph's, bit for bit, in
  * the learning run, in planned runs (arenas) and without buffer reuse (heap tensors). */
