@@ -448,8 +448,9 @@ typedef struct packed_b {
     const tfs_gemm_kernel *K;
     bool                   tb;
     const float           *b;
-    int64_t                k, n, ldb;
-    float                 *panels;   /* [nkb][units_n] panels of kcs x NR, 64-byte aligned */
+    int64_t                k, n, ldb, kcs;
+    float                 *panels;   /* [nkb][units_n] panels of kcs x NR, 64-byte aligned (kcs:
+                                      * a call's blocking, or k: tfs__gemm_whole_k_panels) */
     void                  *mem;
 } packed_b;
 
@@ -475,7 +476,8 @@ static packed_b *pack_all(gemm *g, int64_t units_n)
         return NULL;
     }
     *p = (packed_b){.K = g->K, .tb = g->tb, .b = g->B, .k = g->k, .n = g->n, .ldb = g->ldb,
-                    .mem = p->mem, .panels = (float *)(((uintptr_t)p->mem + 63) & ~(uintptr_t)63)};
+                    .kcs = g->kcs, .mem = p->mem,
+                    .panels = (float *)(((uintptr_t)p->mem + 63) & ~(uintptr_t)63)};
     gemm pg = *g;
     pg.j0 = 0;
     pg.nj = units_n;
@@ -510,7 +512,7 @@ static const packed_b *constant_b(gemm *g, const tfs_tensor *owner, int64_t unit
         }
     }
     bool same = p->K == g->K && p->tb == g->tb && p->b == g->B && p->k == g->k && p->n == g->n &&
-                p->ldb == g->ldb;
+                p->ldb == g->ldb && p->kcs == g->kcs;
     return same ? p : NULL;
 }
 
@@ -624,6 +626,15 @@ void tfs__sgemm_const_b(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
                         int64_t ldb, float beta, float *c, int64_t ldc)
 {
     sgemm(ta, tb, m, n, k, alpha, a, lda, b_const, b, ldb, beta, c, ldc, NULL);
+}
+
+const float *tfs__gemm_whole_k_panels(const tfs_tensor *b_const, const float *b, int64_t k,
+                                      int64_t n)
+{
+    gemm g = {.K = tfs__gemm_kernel(), .k = k, .n = n, .B = b, .ldb = n, .nkb = 1, .kcs = k};
+    int64_t units_n = (n + g.K->nr - 1) / g.K->nr;
+    const packed_b *p = constant_b(&g, b_const, units_n);
+    return p ? p->panels : NULL;
 }
 
 bool tfs__sgemm_epi_in_place(int64_t k)

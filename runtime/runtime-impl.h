@@ -269,16 +269,19 @@ typedef struct tfs_gemm_epi {
  * row0: the chunk's first row in the whole output [batch * out_h * out_w, out_c]. */
 typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_rows,
                                int64_t n_cols);
-/* Float convolution with stride 1 and dilation 1 without patches (kernels/nn-conv-direct.c):
- * whether g (and out_c filter columns) suits it, and the convolution of in [batch, in_h, in_w,
- * in_c] with f ([k_h * k_w * in_c, out_c] row-major) into out [batch, out_h, out_w, out_c],
- * applying epi (NULL: none; its rows are output pixels) to each tile once final and passing each
- * output row (out_w pixels) to rows_fn (NULL: none) once written. False, nothing written, when
- * the padded input copy cannot be allocated. */
-bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c);
+/* Float convolution with dilation 1 without patches (kernels/nn-conv-direct.c): whether g (and
+ * out_c filter columns) suits it, reading the filter in place or (only a Const's: filter_const)
+ * from a packed copy, and the convolution of in [batch, in_h, in_w, in_c] with f ([k_h * k_w * in_c, out_c] row-major;
+ * packed: NULL, or f's tfs__gemm_whole_k_panels, read instead) into out [batch, out_h, out_w,
+ * out_c], applying epi (NULL: none; its rows are output pixels) to each tile once final and
+ * passing each output row (out_w pixels) to rows_fn (NULL: none) once written. False, nothing
+ * written, when the padded input copy cannot be allocated. */
+enum tfs_nn_direct { TFS_NN_DIRECT_NONE, TFS_NN_DIRECT_IN_PLACE, TFS_NN_DIRECT_PACKED };
+enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t out_c,
+                                                bool filter_const);
 bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f, int64_t out_c,
                            float *out, tfs_nn_rows_fn rows_fn, void *arg,
-                           const tfs_gemm_epi *epi);
+                           const tfs_gemm_epi *epi, const float *packed);
 /* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
  * with an epilogue on the output [batch * out_h * out_w, out_c]: epi (NULL: none), which the float
  * products apply to each tile as it is final, or else rows_fn (NULL: none), called on each chunk
@@ -385,6 +388,13 @@ void tfs__sgemm_epi(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const flo
 /* Whether tfs__sgemm_epi with this k writes each element of C once, after reading the added
  * tensor's element at the same place (one block of k), so that epi->side may be C itself. */
 bool tfs__sgemm_epi_in_place(int64_t k);
+/* A constant B [k, n] (row-major, ldb n) packed for the current kernel set in one block of k:
+ * panel jp (columns jp * NR ..) at result + jp * k * NR, row p of it at + p * NR, zero-padded
+ * past n. Made on first use and kept on b_const like tfs__sgemm_const_b's panels (freed with
+ * it); NULL when it cannot be kept (memory, size, or the tensor keeps another layout). The
+ * direct convolution's filters (kernels/nn-conv-direct.c). */
+const float *tfs__gemm_whole_k_panels(const tfs_tensor *b_const, const float *b, int64_t k,
+                                      int64_t n);
 /* Frees what tfs__sgemm_const_b kept on a tensor (tensor.c, when the tensor goes). NULL-safe. */
 void tfs__gemm_packed_free(void *packed);
 /* Whether input i of k's node is the tensor a Const holds (not a value fed in its place): one

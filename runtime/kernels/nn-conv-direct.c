@@ -21,6 +21,13 @@
  * more input per output row, though, and its 3x3x128 stride-2 layer (590 KB filter) gained
  * nothing at batch 8 (11.2-11.8 against 11.3), so strided convolutions take this path only with
  * filters of a quarter of L2 or less.
+ *   A filter over a quarter of L2 that is a Const's value is read instead from a packed copy kept
+ * on its tensor (tfs__gemm_whole_k_panels: per panel of NR columns all its rows, contiguous),
+ * which streams from L3 as the GEMM's panels do. In-process A/B on ResNet-50 (2 threads):
+ * its 3x3x256 and strided 3x3x128/256 layers then skip the patches, batch 8 327 -> 323 ms,
+ * batch 1 41.7 -> 41.4 ms; its 3x3x128 layers (590 KB) read packed instead of in place 0.15-0.33
+ * ms faster each at batch 8; but its 3x3x64 ones (147 KB) 0.16-0.32 ms slower, so a filter
+ * of a quarter of L2 or less is still read in place.
  *   Each output element is one kernel call's fixed sequence, whichever thread runs it and however
  * the output rows are split, so the bits do not depend on the thread count. They are the im2col
  * GEMM's (the same order of k) where that sums k in one block (up to 512), and differ from them
@@ -75,36 +82,42 @@ static int64_t padded_w(const tfs_nn_geom *g)
     return (g->out_w - 1) * g->stride_w + g->k_w;
 }
 
-bool tfs__nn_conv2d_direct_ok(const tfs_nn_geom *g, int64_t out_c)
+enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t out_c,
+                                                bool filter_const)
 {
     if (g->dil_h != 1 || g->dil_w != 1 || g->stride_h < 1 || g->stride_w < 1)
-        return false;
+        return TFS_NN_DIRECT_NONE;
     if (g->pad_top < 0 || g->pad_left < 0 || g->k_w * g->in_c < DIRECT_MIN_KROW || out_c < 1)
-        return false;
+        return TFS_NN_DIRECT_NONE;
     if (g->batch < 1 || g->out_h < 1 || g->out_w < 1)
-        return false;
+        return TFS_NN_DIRECT_NONE;
     /* Tiles are cut from one output row: a row shorter than the micro-kernel's MR gives short
      * tiles that stream each filter panel from L2 for few pixels (ResNet-50's 7x7x512 3x3
      * convolutions at batch 8: 193 GFLOP/s here against 323 for im2col and the GEMM). */
     if (g->out_w < tfs__gemm_kernel()->mr)
-        return false;
-    double filter = (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c *
-                    sizeof(float);
-    double l2 = (double)l2_bytes();
-    double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
-    bool strided = g->stride_h > 1 || g->stride_w > 1;
-    if (filter > l2 ||
-        (filter > l2 / 4 && (strided || rows_per_thread < DIRECT_MIN_ROWS_PER_THREAD)))
-        return false;
+        return TFS_NN_DIRECT_NONE;
     /* The padded copy: padded_h(g) rows of padded_w(g) pixels per image. */
     double bytes = (double)g->batch * (double)padded_h(g) * (double)padded_w(g) *
                    (double)g->in_c * sizeof(float);
-    return bytes <= (double)DIRECT_PAD_BUDGET;
+    if (bytes > (double)DIRECT_PAD_BUDGET)
+        return TFS_NN_DIRECT_NONE;
+    double filter = (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c *
+                    sizeof(float);
+    double l2 = (double)l2_bytes();
+    if (filter <= l2 / 4)
+        return TFS_NN_DIRECT_IN_PLACE;
+    if (filter_const)
+        return TFS_NN_DIRECT_PACKED;
+    double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
+    bool strided = g->stride_h > 1 || g->stride_w > 1;
+    return filter <= l2 && !strided && rows_per_thread >= DIRECT_MIN_ROWS_PER_THREAD
+               ? TFS_NN_DIRECT_IN_PLACE
+               : TFS_NN_DIRECT_NONE;
 }
 
 typedef struct direct_job {
     const tfs_nn_geom *g;
-    const float       *in, *f;
+    const float       *in, *f, *packed;
     float             *xp, *out;
     int64_t            hp, wp, out_c;   /* padded rows and columns per image */
     tfs_nn_rows_fn     rows_fn;
@@ -142,20 +155,23 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
     const tfs_nn_geom *g = j->g;
     const tfs_gemm_kernel *K = tfs__gemm_kernel();
     int64_t krow = g->k_w * g->in_c, oc = j->out_c;
+    bool packed = j->packed != NULL;
     /* Each tile sums all its filter rows in registers: A in k_h segments, one input row apart,
      * of k_w * in_c steps each (the filter's rows follow one another in B). Filter row by filter
      * row instead (a call per row, C stored and reloaded between), ResNet-50's 7x7/2 first layer
      * (21 steps per row) took 11.7 against 10.0 ms at batch 8 (in-process A/B), its 3x3x64
      * layers 9.0 against 8.8. */
-    tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = oc, .ldc = oc,
-                       .kc = krow, .b_padded = false, .alpha = 1.0f, .beta = 0.0f,
+    tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = packed ? K->nr : oc,
+                       .ldc = oc, .kc = krow, .b_padded = packed, .alpha = 1.0f, .beta = 0.0f,
                        .n_seg = (int)g->k_h, .a_seg = j->wp * g->in_c};
     for (int64_t blk = r0; blk < r1; blk += ROWS_PER_BLOCK) {
         int64_t blk_end = r1 - blk < ROWS_PER_BLOCK ? r1 : blk + ROWS_PER_BLOCK;
         for (int64_t j0 = 0; j0 < oc; j0 += K->nr) {
             t.nr = (int)(oc - j0 < K->nr ? oc - j0 : K->nr);
             t.prefetch_a = j0 == 0;   /* the input rows come from memory on the first panel */
-            t.b = j->f + (size_t)j0;
+            /* Panel j0 / NR: all k_h * krow rows of NR floats; or the filter's columns in place. */
+            t.b = packed ? j->packed + (size_t)(j0 / K->nr) * (size_t)(g->k_h * krow * K->nr)
+                         : j->f + (size_t)j0;
             for (int64_t r = blk; r < blk_end; r++) {
                 int64_t b = r / g->out_h, oh = r % g->out_h;
                 const float *xrow =
@@ -179,9 +195,9 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
 
 bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f, int64_t out_c,
                            float *out, tfs_nn_rows_fn rows_fn, void *arg,
-                           const tfs_gemm_epi *epi)
+                           const tfs_gemm_epi *epi, const float *packed)
 {
-    direct_job j = {.g = g, .in = in, .f = f, .out = out, .hp = padded_h(g),
+    direct_job j = {.g = g, .in = in, .f = f, .packed = packed, .out = out, .hp = padded_h(g),
                     .wp = padded_w(g), .out_c = out_c, .rows_fn = rows_fn,
                     .arg = arg, .epi = epi};
     size_t n = (size_t)(g->batch * j.hp * j.wp) * (size_t)g->in_c;

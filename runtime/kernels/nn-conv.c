@@ -249,10 +249,13 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         return tfs__node_err(n, st, TFS_UNIMPLEMENTED, "filter %lldx%lld with more than %d rows or "
                              "columns is not supported", (long long)kdim, (long long)out_c, INT_MAX);
     int64_t odims[4] = {g.batch, g.out_h, g.out_w, out_c};
-    /* Dilation 1 and a filter that stays in L2: no patches at all (nn-conv-direct.c decides); an
+    /* Dilation 1: no patches at all (nn-conv-direct.c decides), with the filter read in place
+     * where it stays in L2, else, for a Const's filter, from a packed copy kept on it; an
      * allocation failure there falls back to the patches. */
-    bool direct_path = T == TFS_DTYPE_FLOAT && !(g.k_h == 1 && g.k_w == 1) &&
-                       tfs__nn_conv2d_direct_ok(&g, out_c);
+    enum tfs_nn_direct choice = T == TFS_DTYPE_FLOAT && !(g.k_h == 1 && g.k_w == 1)
+                                    ? tfs__nn_conv2d_direct_choice(&g, out_c, f_const != NULL)
+                                    : TFS_NN_DIRECT_NONE;
+    bool direct_path = choice != TFS_NN_DIRECT_NONE;
     tfs_tensor *out = NULL;
     /* Over the added tensor itself where the GEMM writes each element once, after reading the
      * added one: ResNet-50's residual 1x1 layers then read and write their 12.8-25.7 MB at batch
@@ -279,9 +282,15 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         epi = NULL;
     if (epi)
         rows_fn = NULL;
-    if (direct_path &&
-        tfs__nn_conv2d_direct(&g, in->data, f->data, out_c, out->data, rows_fn, arg, epi))
-        goto done;
+    if (direct_path) {
+        const float *packed = NULL;
+        if (choice == TFS_NN_DIRECT_PACKED &&
+            !(packed = tfs__gemm_whole_k_panels(f_const, f->data, kdim, out_c)))
+            direct_path = false;   /* not kept (memory, or another layout): the patches */
+        if (direct_path && tfs__nn_conv2d_direct(&g, in->data, f->data, out_c, out->data, rows_fn,
+                                                 arg, epi, packed))
+            goto done;
+    }
     bool direct = g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                   g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
     int64_t chunk = direct ? INT_MAX : (int64_t)(PATCH_BUDGET_BYTES / ((size_t)kdim * esz));

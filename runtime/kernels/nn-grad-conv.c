@@ -350,7 +350,7 @@ static enum tfs_code input_grad_direct(const conv_grad *c, const float *f, const
                      .dil_w = 1, .pad_top = g->k_h - 1 - g->pad_top,
                      .pad_left = g->k_w - 1 - g->pad_left, .out_h = g->in_h, .out_w = g->in_w};
     if (g->stride_h != 1 || g->stride_w != 1 || g->dil_h != 1 || g->dil_w != 1 ||
-        !tfs__nn_conv2d_direct_ok(&t, g->in_c))
+        tfs__nn_conv2d_direct_choice(&t, g->in_c, false) != TFS_NN_DIRECT_IN_PLACE)
         return TFS_UNIMPLEMENTED;
     int64_t ci_n = g->in_c, co_n = c->out_c, taps = g->k_h * g->k_w;
     float *ft = tfs_malloc((size_t)(taps * ci_n * co_n) * sizeof *ft);
@@ -363,7 +363,7 @@ static enum tfs_code input_grad_direct(const conv_grad *c, const float *f, const
             for (int64_t co = 0; co < co_n; co++)
                 dst[co * ci_n + ci] = src[ci * co_n + co];
     }
-    bool ok = tfs__nn_conv2d_direct(&t, dy, ft, ci_n, dx, NULL, NULL, NULL);
+    bool ok = tfs__nn_conv2d_direct(&t, dy, ft, ci_n, dx, NULL, NULL, NULL, NULL);
     tfs_free(ft);
     (void)st;
     return ok ? TFS_OK : TFS_UNIMPLEMENTED;

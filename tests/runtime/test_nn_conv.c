@@ -242,12 +242,82 @@ START_TEST(test_nn_conv2d_direct_path)
 }
 END_TEST
 
-/* The direct path reads the filter in place and is chosen only while the filter stays in L2
- * between its uses (nn-conv-direct.c): a filter of a quarter of L2 or less always, up to all of L2
- * when each thread has 32 output rows or more and the stride is 1, a larger one never (im2col and
- * the packed GEMM). */
+/* Conv2D with a Const's filter over a quarter of L2 (1.15 MB): the direct path reads it from the
+ * packed copy kept on the Const's tensor (nn-conv-direct.c), with 200 columns (a zero-padded last
+ * panel), stride 1 and 2, twice per case (the second run reads the kept copy), on every kernel
+ * set, against float64. The same Const also feeds a convolution with rows too short for the
+ * direct path, whose GEMM packs k in blocks: the tensor keeps one layout, and the other op must
+ * not read it as its own. */
+START_TEST(test_nn_conv2d_direct_packed_filter)
+{
+    int64_t fd[4] = {3, 3, 160, 200}, narrow[4] = {1, 6, 8, 160};
+    static const struct {
+        int64_t x[4];
+        conv_case c;
+    } cases[] = {
+        {{2, 5, 16, 160}, {"SAME", {0}, 1, 1, 1, 1}},
+        {{1, 9, 33, 160}, {"VALID", {0}, 2, 2, 1, 1}},
+    };
+    const conv_case same = {"SAME", {0}, 1, 1, 1, 1};
+    int tried = 0;
+    for (int isa = 0; isa < TFS_GEMM_ISA_COUNT; isa++) {
+        if (!tfs__gemm_force_isa((enum tfs_gemm_isa)isa))
+            continue;
+        tried++;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            tfs_tensor *x = nn_random_f32(4, cases[i].x, 40 + (uint32_t)i);
+            tfs_tensor *x2 = nn_random_f32(4, narrow, 45 + (uint32_t)i);
+            tfs_tensor *f = nn_random_f32(4, fd, 50 + (uint32_t)i);
+            tfs_graph *g = NULL;
+            ck_assert_int_eq(tfs_graph_new(&g, NULL), TFS_OK);
+            rt_placeholder(g, "a", TFS_DTYPE_FLOAT);
+            rt_placeholder(g, "a2", TFS_DTYPE_FLOAT);
+            rt_const(g, "b", tfs_tensor_ref(f));
+            int id = rt_node(g, "op", "Conv2D", "a", "b", TFS_DTYPE_FLOAT);
+            int id2 = rt_node(g, "op2", "Conv2D", "a2", "b", TFS_DTYPE_FLOAT);
+            nn_attrs at = {0}, at2 = {0};
+            conv_attrs(&at, &cases[i].c);
+            conv_attrs(&at2, &same);
+            nn_apply_attrs(g, id, &at);
+            nn_apply_attrs(g, id2, &at2);
+            tfs_session *s = rt_session(g, NULL);
+            tfs_feed feeds[2] = {{"a:0", x}, {"a2:0", x2}};
+            const char *fetches[2] = {"op:0", "op2:0"};
+            tfs_tensor *out[2] = {NULL};
+            tfs_status st;
+            ck_assert_msg(rt_run_twice(s, "Conv2D", feeds, 2, fetches, 2, out, &st) == TFS_OK,
+                          "%s", st.msg);
+            for (int o = 0; o < 2; o++) {
+                int64_t odims[4];
+                double *want, *mag;
+                ref_conv(o ? x2 : x, f, o ? &same : &cases[i].c, false, odims, &want, &mag);
+                char what[64];
+                snprintf(what, sizeof what, "%s, case %zu, op%s", tfs__gemm_kernel()->name, i,
+                         o ? "2" : "");
+                nn_assert_close(out[o], 4, odims, want, mag, 1e-5, 1e-6, what);
+                tfs_free(want);
+                tfs_free(mag);
+                tfs_tensor_unref(out[o]);
+            }
+            tfs_session_free(s);
+            tfs_tensor_unref(x);
+            tfs_tensor_unref(x2);
+            tfs_tensor_unref(f);
+        }
+    }
+    ck_assert(tfs__gemm_force_isa(TFS_GEMM_ISA_COUNT));
+    ck_assert_int_ge(tried, 1);
+}
+END_TEST
+
+/* The direct path reads the filter in place while it stays in L2 between its uses
+ * (nn-conv-direct.c): a filter of a quarter of L2 or less always, up to all of L2 when each thread
+ * has 32 output rows or more and the stride is 1. A Const's filter over a quarter of L2 is read
+ * from a packed copy instead, whatever its size; another larger one takes im2col and the GEMM. */
 START_TEST(test_nn_conv2d_direct_choice)
 {
+    enum { NONE = TFS_NN_DIRECT_NONE, IN_PLACE = TFS_NN_DIRECT_IN_PLACE };
+    enum { PACKED = TFS_NN_DIRECT_PACKED };
     tfs_runtime_set_num_threads(2);
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 <= 0)
@@ -258,23 +328,33 @@ START_TEST(test_nn_conv2d_direct_choice)
                      .pad_left = 1, .out_h = 14, .out_w = 14};
     int64_t per_out_c = 3 * 3 * 64 * (int64_t)sizeof(float);   /* filter bytes per output channel */
     int64_t small = l2 / 8 / per_out_c, half = l2 / 2 / per_out_c, over = 2 * l2 / per_out_c;
-    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));    /* 14 rows, 7 a thread: still in L2 */
-    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));    /* 7 rows a thread cannot repay it */
-    ck_assert(!tfs__nn_conv2d_direct_ok(&g, over));
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, true), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, false), NONE);   /* 7 rows a thread */
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, over, false), NONE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, true), PACKED);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, over, true), PACKED);
     g.batch = 8;                                       /* 112 rows, 56 a thread */
-    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
-    ck_assert(tfs__nn_conv2d_direct_ok(&g, half));
-    ck_assert(!tfs__nn_conv2d_direct_ok(&g, over));
-    /* Strided: a quarter of L2 at most, however many rows (28x28 in, 14x14 out) */
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, false), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, over, false), NONE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, true), PACKED);
+    /* Strided: in place a quarter of L2 at most, however many rows (28x28 in, 14x14 out) */
     g.in_h = g.in_w = 28;
     g.stride_h = g.stride_w = 2;
     g.pad_top = g.pad_left = 0;
-    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
-    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, false), NONE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, true), PACKED);
     g.stride_h = 1;   /* 26 output rows an image (VALID), still 2 across */
     g.out_h = 26;
-    ck_assert(tfs__nn_conv2d_direct_ok(&g, small));
-    ck_assert(!tfs__nn_conv2d_direct_ok(&g, half));
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), IN_PLACE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, false), NONE);
+    /* Rows shorter than the micro-kernel's MR pixels: never, packed or not. */
+    g.in_w = tfs__gemm_kernel()->mr - 1;
+    g.out_w = g.in_w - 2;
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), NONE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, over, true), NONE);
     tfs_runtime_set_num_threads(0);
 }
 END_TEST
@@ -430,6 +510,7 @@ Suite *suite_runtime_nn_conv(void)
     tcase_add_test(tc, test_nn_conv2d_random_geometries);
     tcase_add_test(tc, test_nn_conv2d_direct_path);
     tcase_add_test(tc, test_nn_conv2d_direct_choice);
+    tcase_add_test(tc, test_nn_conv2d_direct_packed_filter);
     tcase_add_test(tc, test_nn_conv2d_1x1_and_dtypes);
     tcase_add_test(tc, test_nn_conv2d_errors);
     tcase_add_test(tc, test_nn_depthwise_random);
