@@ -271,11 +271,11 @@ typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_ro
                                int64_t n_cols);
 /* Float convolution with dilation 1 without patches (kernels/nn-conv-direct.c): whether g (and
  * out_c filter columns) suits it, reading the filter in place or (only a Const's: filter_const)
- * from a packed copy, and the convolution of in [batch, in_h, in_w, in_c] with f ([k_h * k_w * in_c, out_c] row-major;
- * packed: NULL, or f's tfs__gemm_whole_k_panels, read instead) into out [batch, out_h, out_w,
- * out_c], applying epi (NULL: none; its rows are output pixels) to each tile once final and
- * passing each output row (out_w pixels) to rows_fn (NULL: none) once written. False, nothing
- * written, when the padded input copy cannot be allocated. */
+ * from a packed copy, and the convolution of in [batch, in_h, in_w, in_c] with f ([k_h * k_w *
+ * in_c, out_c] row-major; packed: NULL, or f's tfs__gemm_whole_k_panels, read instead) into out
+ * [batch, out_h, out_w, out_c], applying epi (NULL: none; its rows are output pixels) to each
+ * tile once final and passing each output row (out_w pixels) to rows_fn (NULL: none) once
+ * written. False, nothing written, when the padded input copy cannot be allocated. */
 enum tfs_nn_direct { TFS_NN_DIRECT_NONE, TFS_NN_DIRECT_IN_PLACE, TFS_NN_DIRECT_PACKED };
 enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t out_c,
                                                 bool filter_const);
