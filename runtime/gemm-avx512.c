@@ -133,7 +133,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
                 __m512 b1 = b0;
                 if (NV > 1)
                     b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
-    #pragma GCC unroll 14
+#pragma GCC unroll 14
                 for (int r = 0; r < MRV; r++) {
                     const char *ar = (r < 7 ? a0 : a7) + ROW_OFF(r, L, L3, L5);
                     __m512 av = _mm512_set1_ps(*(const float *)ar);
