@@ -48,9 +48,10 @@
 #define ROWS_PER_BLOCK 8
 /* The filter is read in place, unpacked, rows out_c floats apart, once per block of output rows
  * and thread. Such strided reads are fast from L2 and slow from L3 (the prefetcher does not
- * follow them), so the direct path is taken only while the filter stays in L2 between blocks:
- * always when it takes at most a quarter of L2, and up to all of L2 when each thread has at
- * least this many output rows to share a filter read between. Measured on ResNet-50 (Zen 4,
+ * follow them), so a filter read in place takes the direct path only while it stays in L2
+ * between blocks (a larger Const's is read packed instead, see above): always when it takes at
+ * most a quarter of L2, and up to all of L2 when each thread has at least this many output rows
+ * to share a filter read between. Measured on ResNet-50 (Zen 4,
  * 1 MiB L2, 2 threads), direct against im2col: 3x3x256 (2.4 MB filter) at batch 1 1.73 against
  * 1.15 ms and at batch 8 9.45 against 9.15 ms; 3x3x128 (590 KB) at batch 1, 14 rows a thread,
  * 1.28 against 1.19 ms, at batch 8 9.1 against 10.3 ms; 3x3x64 (147 KB) and the small CNN's
