@@ -99,7 +99,10 @@ typedef struct tfs_kernel_ctx {
     int                mem_out0;   /* the run's number for output 0 (memplan-impl.h) */
     void              *exec;       /* the backend executor running the node (backend-impl.h);
                                     * NULL for CPU kernels */
-    uint64_t           takeable;   /* inputs (bit i) tfs__kernel_take_input may hand out */
+    /* The run the node is in (session.c), for tfs__kernel_take_input; NULL: no input may be
+     * taken (kernels run outside a session's plan). */
+    const struct run_plan *plan;
+    struct run_state      *run;
 } tfs_kernel_ctx;
 
 typedef enum tfs_code (*tfs_kernel_fn)(tfs_kernel_ctx *k, tfs_status *st);

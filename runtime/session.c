@@ -764,27 +764,24 @@ enum tfs_code tfs__session_kernel_error(const tfs_node *n, tfs_status *st, enum 
     return st->code;
 }
 
-/* Whether a kernel may write over value t of `slot` in place (tfs__kernel_take_input): the node
- * about to run is its last use (remaining counts the fetches too), it was not fed (the caller
- * holds feeds), and its only reference is the slot's over a buffer it owns (no alias, variable
- * or Const shares it). */
-static bool input_takeable(const run_plan *p, const run_state *r, int slot, const tfs_tensor *t)
-{
-    return p->feed_of[slot] < 0 && r->remaining[slot] == 1 && !is_ref_dtype(t->dtype) &&
-           t->dtype != TFS_DTYPE_STRING && tfs__mem_exclusive(t);
-}
-
+/* A kernel may write over input i in place when the node running is its last use (remaining
+ * counts the fetches too), it was not fed (the caller holds feeds) or dereferenced from a
+ * variable, and its only reference is the slot's over a buffer it owns (no alias, variable or
+ * Const shares it). Checked only when a kernel asks, so other ops pay nothing for it. */
 tfs_tensor *tfs__kernel_take_input(tfs_kernel_ctx *k, int i, enum tfs_dtype dt, int rank,
                                    const int64_t *dims)
 {
-    if (i < 0 || i >= k->n_in || i >= 64 || !(k->takeable >> i & 1))
+    if (!k->plan || i < 0 || i >= k->n_in)
         return NULL;
+    int slot = edge_slot(k->sess, k->node->inputs[i]);
     tfs_tensor *t = k->in[i];
+    if (k->run->vals[slot] != t || k->plan->feed_of[slot] >= 0 || k->run->remaining[slot] != 1 ||
+        is_ref_dtype(t->dtype) || t->dtype == TFS_DTYPE_STRING || !tfs__mem_exclusive(t))
+        return NULL;
     if (t->dtype != dt || t->rank != rank || memcmp(t->dims, dims, sizeof *dims * (size_t)rank))
         return NULL;
-    k->takeable &= ~((uint64_t)1 << i);
     atomic_fetch_add_explicit(&k->sess->stats->taken_inputs, 1, memory_order_relaxed);
-    return tfs_tensor_ref(t);
+    return tfs_tensor_ref(t);   /* a second take fails: t then has two references */
 }
 
 /* Runs the node at step `step`: gathers (and dereferences) inputs, calls the kernel, stores the
@@ -797,7 +794,6 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     bool keep_refs = n->op->flags & TFS_OPF_REF_INPUTS;
     enum tfs_code rc = TFS_OK;
     int n_out = s->slot_count[id];
-    uint64_t takeable = 0;
     for (int i = 0; i < n->n_inputs; i++) {
         tfs_tensor *t = r->vals[edge_slot(s, n->inputs[i])];
         if (!t) {
@@ -817,8 +813,6 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
                 goto done;
             }
             t = r->derefs[i];
-        } else if (i < 64 && input_takeable(p, r, edge_slot(s, n->inputs[i]), t)) {
-            takeable |= (uint64_t)1 << i;
         }
         r->in[i] = t;
     }
@@ -827,7 +821,8 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     tfs_kernel_ctx k = {
         .sess = s, .graph = s->graph, .node = n,
         .in = r->in, .n_in = n->n_inputs, .out = r->out, .n_out = n_out,
-        .mem = mem->cache ? mem : NULL, .mem_out0 = p->out_base[step], .takeable = takeable,
+        .mem = mem->cache ? mem : NULL, .mem_out0 = p->out_base[step],
+        .plan = p, .run = r,
     };
     if (st)
         tfs_status_clear(st);
