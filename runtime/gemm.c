@@ -64,28 +64,32 @@
 
 enum { C_MR = 4, C_NR = 16 };
 
-/* The epilogue (gemm-impl.h) on a block of C in place, a row at a time: the product's when no
- * kernel runs (k = 0, or no workspace for a transposed B). */
-TFS_SIMD_CLONES static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side,
-                                     int64_t ld_side, enum tfs_gemm_act act, int64_t rows,
-                                     int64_t cols)
+/* The epilogue (gemm-impl.h) on one value x of C: the bias, the added value (side: NULL for
+ * none; adding 0 instead would turn -0 into +0), the activation. The one place for its
+ * expressions outside the SIMD kernels. */
+static inline float epi_value(float x, float bias, const float *side, enum tfs_gemm_act act)
+{
+    x = x + bias;
+    if (side)
+        x = x + *side;
+    if (act == TFS_GEMM_ACT_RELU)
+        x = x < 0 ? 0.0f : x;
+    else if (act == TFS_GEMM_ACT_RELU6)
+        x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
+    return x;
+}
+
+/* The epilogue on a block of C in place, a row at a time: the product's when no kernel runs
+ * (k = 0, or no workspace for a transposed B). */
+static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side, int64_t ld_side,
+                     enum tfs_gemm_act act, int64_t rows, int64_t cols)
 {
     if (!bias)   /* no epilogue (an epilogue always has a bias) */
         return;
-    for (int64_t r = 0; r < rows; r++) {
-        float *y = c + r * ldc;
+    for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < cols; j++)
-            y[j] = y[j] + bias[j];
-        if (side)
-            for (int64_t j = 0; j < cols; j++)
-                y[j] = y[j] + side[r * ld_side + j];
-        if (act == TFS_GEMM_ACT_RELU)
-            for (int64_t j = 0; j < cols; j++)
-                y[j] = y[j] < 0 ? 0.0f : y[j];
-        else if (act == TFS_GEMM_ACT_RELU6)
-            for (int64_t j = 0; j < cols; j++)
-                y[j] = y[j] < 0 ? 0.0f : y[j] > 6 ? 6.0f : y[j];
-    }
+            c[r * ldc + j] = epi_value(c[r * ldc + j], bias[j],
+                                       side ? side + r * ld_side + j : NULL, act);
 }
 
 /* epi on the rows x cols block at c whose first element is C(i0, j0). */
@@ -123,8 +127,8 @@ static void kernel_c(const tfs_gemm_tile *t)
             }
         }
     }
-    /* The epilogue per value before its store, as the SIMD kernels (an added tensor may be C
-     * itself: tfs__sgemm_epi_in_place); the expressions of epi_rows. */
+    /* The epilogue per value before its store, as the SIMD kernels do (an added tensor may be C
+     * itself: tfs__sgemm_epi_in_place). */
     for (int r = 0; r < t->mr; r++) {
         float *c = t->c + r * t->ldc;
         const float *side = t->side ? t->side + r * t->ld_side : NULL;
@@ -132,15 +136,8 @@ static void kernel_c(const tfs_gemm_tile *t)
             float x = t->alpha * acc[r][j];
             if (t->beta != 0.0f)
                 x = t->alpha * acc[r][j] + t->beta * c[j];
-            if (t->bias) {
-                x = x + t->bias[j];
-                if (side)
-                    x = x + side[j];
-                if (t->act == TFS_GEMM_ACT_RELU)
-                    x = x < 0 ? 0.0f : x;
-                else if (t->act == TFS_GEMM_ACT_RELU6)
-                    x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
-            }
+            if (t->bias)
+                x = epi_value(x, t->bias[j], side ? side + j : NULL, t->act);
             c[j] = x;
         }
     }
