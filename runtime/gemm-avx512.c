@@ -92,6 +92,28 @@ INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
     }
 }
 
+/* One step of k: row p of B (one or two vectors) times each row's value of A, into the
+ * accumulators. A's values lie at a0 + ROW_OFF (rows 0-6) and a7 + ROW_OFF (rows 7-13) when
+ * `rows`, else next to each other at a0. */
+INLINE void fma_step(__m512 *c0, __m512 *c1, const float *b, __mmask16 m0, __mmask16 m1,
+                     const char *a0, const char *a7, int64_t L, int64_t L3, int64_t L5,
+                     const int MRV, const int NV, const bool rows, const bool masked)
+{
+    __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+    __m512 b1 = b0;
+    if (NV > 1)
+        b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MRV; r++) {
+        const char *ar = rows ? (r < 7 ? a0 : a7) + ROW_OFF(r, L, L3, L5)
+                              : a0 + r * (int64_t)sizeof(float);
+        __m512 av = _mm512_set1_ps(*(const float *)ar);
+        c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+        if (NV > 1)
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+}
+
 INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool rows,
                  const bool masked)
 {
@@ -131,18 +153,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
                         pf_off += 64;
                     }
                 }
-                __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-                __m512 b1 = b0;
-                if (NV > 1)
-                    b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 14
-                for (int r = 0; r < MRV; r++) {
-                    const char *ar = (r < 7 ? a0 : a7) + ROW_OFF(r, L, L3, L5);
-                    __m512 av = _mm512_set1_ps(*(const float *)ar);
-                    c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-                    if (NV > 1)
-                        c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-                }
+                fma_step(c0, c1, b, m0, m1, a0, a7, L, L3, L5, MRV, NV, true, masked);
                 a0 += sizeof(float);
                 a7 += sizeof(float);
                 b += brs;
@@ -157,17 +168,7 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
                 _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
             if (p < MR)
                 prefetch_below(t, p, NV);
-            __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-            __m512 b1 = b0;
-            if (NV > 1)
-                b1 = masked ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 14
-            for (int r = 0; r < MRV; r++) {
-                __m512 av = _mm512_set1_ps(a[r]);
-                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-                if (NV > 1)
-                    c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-            }
+            fma_step(c0, c1, b, m0, m1, (const char *)a, NULL, 0, 0, 0, MRV, NV, false, masked);
             a += acs;
             b += brs;
         }
