@@ -92,11 +92,6 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
         return TFS_NN_DIRECT_NONE;
     if (g->batch < 1 || g->out_h < 1 || g->out_w < 1)
         return TFS_NN_DIRECT_NONE;
-    /* Tiles are cut from one output row: a row shorter than the micro-kernel's MR gives short
-     * tiles that stream each filter panel from L2 for few pixels (ResNet-50's 7x7x512 3x3
-     * convolutions at batch 8: 193 GFLOP/s here against 323 for im2col and the GEMM). */
-    if (g->out_w < tfs__gemm_kernel()->mr)
-        return TFS_NN_DIRECT_NONE;
     /* The padded copy: padded_h(g) rows of padded_w(g) pixels per image. */
     double bytes = (double)g->batch * (double)padded_h(g) * (double)padded_w(g) *
                    (double)g->in_c * sizeof(float);
@@ -105,11 +100,23 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
     double filter = (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c *
                     sizeof(float);
     double l2 = (double)l2_bytes();
+    double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
+    /* Tiles are cut from one output row, so a row shorter than the micro-kernel's MR gives short
+     * tiles, each of which reads its filter panel for few pixels. Read in place, that was slow
+     * (ResNet-50's 7x7x512 3x3 convolutions at batch 8: 193 GFLOP/s against 323 for im2col and
+     * the GEMM). From a packed Const filter, with a block of ROWS_PER_BLOCK rows per thread to
+     * share each panel read, it is faster than im2col: those layers at batch 8 9.35 against
+     * 9.99 ms (median of 9, processes alternated); at batch 1 (3.5 rows a thread) it was slower,
+     * 1.5-1.7 against 1.23-1.31 ms. (Two 7-pixel rows to a 14-row tile, the AVX-512 kernel's
+     * second row pointer on the next row, were slower still: 10.1-10.4 against 9.3-10.0 ms.) */
+    if (g->out_w < tfs__gemm_kernel()->mr)
+        return filter > l2 / 4 && filter_const && rows_per_thread >= ROWS_PER_BLOCK
+                   ? TFS_NN_DIRECT_PACKED
+                   : TFS_NN_DIRECT_NONE;
     if (filter <= l2 / 4)
         return TFS_NN_DIRECT_IN_PLACE;
     if (filter_const)
         return TFS_NN_DIRECT_PACKED;
-    double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
     bool strided = g->stride_h > 1 || g->stride_w > 1;
     return filter <= l2 && !strided && rows_per_thread >= DIRECT_MIN_ROWS_PER_THREAD
                ? TFS_NN_DIRECT_IN_PLACE

@@ -249,10 +249,10 @@ END_TEST
 
 /* Conv2D with a Const's filter over a quarter of L2 (1.15 MB): the direct path reads it from the
  * packed copy kept on the Const's tensor (nn-conv-direct.c), with 200 columns (a zero-padded last
- * panel), stride 1 and 2, twice per case (the second run reads the kept copy), on every kernel
- * set, against float64. The same Const also feeds a convolution with rows too short for the
- * direct path, whose GEMM packs k in blocks: the tensor keeps one layout, and the other op must
- * not read it as its own. */
+ * panel), stride 1 and 2, and rows shorter than the kernel's MR (27 of them), twice per case (the
+ * second run reads the kept copy), on every kernel set, against float64. The same Const also
+ * feeds a convolution with short rows too few for the direct path (6), whose GEMM packs k in
+ * blocks: the tensor keeps one layout, and the other op must not read it as its own. */
 START_TEST(test_nn_conv2d_direct_packed_filter)
 {
     int64_t fd[4] = {3, 3, 160, 200}, narrow[4] = {1, 6, 8, 160};
@@ -262,6 +262,7 @@ START_TEST(test_nn_conv2d_direct_packed_filter)
     } cases[] = {
         {{2, 5, 16, 160}, {"SAME", {0}, 1, 1, 1, 1}},
         {{1, 9, 33, 160}, {"VALID", {0}, 2, 2, 1, 1}},
+        {{9, 3, 5, 160}, {"SAME", {0}, 1, 1, 1, 1}},   /* rows shorter than MR (but C's 4) */
     };
     const conv_case same = {"SAME", {0}, 1, 1, 1, 1};
     int tried = 0;
@@ -360,11 +361,23 @@ START_TEST(test_nn_conv2d_direct_choice)
     g.out_h = 26;
     ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), IN_PLACE);
     ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, half, false), NONE);
-    /* Rows shorter than the micro-kernel's MR pixels: never, packed or not. */
-    g.in_w = tfs__gemm_kernel()->mr - 1;
-    g.out_w = g.in_w - 2;
-    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, small, false), NONE);
-    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&g, over, true), NONE);
+    /* Rows shorter than the micro-kernel's MR pixels (ResNet-50's 7x7x512 layers on AVX-512):
+     * only from a packed filter over a quarter of L2, with 8 rows a thread or more. */
+    int64_t w = tfs__gemm_kernel()->mr - 1;
+    tfs_nn_geom s = {.batch = 8, .in_h = w, .in_w = w, .in_c = 512, .k_h = 3, .k_w = 3,
+                     .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .pad_top = 1,
+                     .pad_left = 1, .out_h = w, .out_w = w};
+    int64_t big = l2 / (3 * 3 * 512 * (int64_t)sizeof(float)) + 1;   /* a filter over L2 */
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, big, true), PACKED);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, big, false), NONE);
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, 1, true), NONE);   /* 18 KB, in place */
+    s.batch = 16 / w + 1;                                  /* just 8 rows a thread or more */
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, big, true), PACKED);
+    s.batch = (16 - 1) / w;                                /* fewer than 8 rows a thread */
+    if (s.batch >= 1)
+        ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, big, true), NONE);
+    s.batch = 1;
+    ck_assert_int_eq(tfs__nn_conv2d_direct_choice(&s, big, true), NONE);
     tfs_runtime_set_num_threads(0);
 }
 END_TEST
