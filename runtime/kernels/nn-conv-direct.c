@@ -1,5 +1,5 @@
-/* Float 2-D convolution with dilation 1 straight from a zero-padded copy of the input, without a
- * patch matrix: Conv2D's path for such shapes (nn-conv.c), and Conv2DBackpropInput's
+/* Float 2-D convolution with dilation 1 straight from zero-padded copies of the input rows, without
+ * a patch matrix: Conv2D's path for such shapes (nn-conv.c), and Conv2DBackpropInput's
  * (nn-grad-conv.c), which is such a convolution of the output gradient with the filter turned
  * around.
  *
@@ -10,10 +10,10 @@
  * is wider than the stride), k = k_w * in_c per window row: one micro-kernel call (gemm-impl.h)
  * per tile, A in k_h segments (window row kh starts kh padded input rows down), the filter read
  * in place as B, so the tile is summed in registers and stored once. That is im2col's GEMM without
- * writing and reading back the patches (k_h * k_w times the input). The padded copy costs one pass
- * over the input; it is refused (the caller keeps im2col) when it would pass DIRECT_PAD_BUDGET,
- * when a window row is shorter than DIRECT_MIN_KROW floats, or when the filter, read in place,
- * would not stay in L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one
+ * writing and reading back the patches (k_h * k_w times the input). It is refused (the caller
+ * keeps im2col) when a lane's padded block (below) would pass DIRECT_BLOCK_BUDGET, when a window
+ * row is shorter than DIRECT_MIN_KROW floats, or when the filter, read in place, would not stay in
+ * L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one
  * channel (5x5, 28x28x1 -> 32: five k steps per write of the tile) runs faster this way than
  * through im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64. So does
  * ResNet-50's 7x7 stride-2 first layer on 3 channels (k = 21 per call): at batch 8 11.6-12.9
@@ -28,6 +28,14 @@
  * batch 1 41.7 -> 41.4 ms; its 3x3x128 layers (590 KB) read packed instead of in place 0.15-0.33
  * ms faster each at batch 8; but its 3x3x64 ones (147 KB) 0.16-0.32 ms slower, so a filter
  * of a quarter of L2 or less is still read in place.
+ *   The output rows are done in blocks of up to ROWS_PER_BLOCK rows of one image, which lanes
+ * (one per thread) claim from a counter. A lane first copies the padded input rows its block's
+ * windows cover into a buffer of its own, which then stays in L2 while every filter panel reads
+ * it. One padded copy of the whole input before the convolution (as this file first did) was a
+ * pass of its own through memory once the tensors outgrew L3: ResNet-50 at batch 64 spent
+ * 1213-1223 ms in its 3x3 layers and 98-100 in its first layer that way, 1118-1148 and 86-90
+ * this way (processes alternated; the whole net 2.60-2.62 -> 2.50-2.56 s; batch 1 and 8 alike
+ * within the noise).
  *   Each output element is one kernel call's fixed sequence, whichever thread runs it and however
  * the output rows are split, so the bits do not depend on the thread count. They are the im2col
  * GEMM's (the same order of k) where that sums k in one block (up to 512), and differ from them
@@ -40,8 +48,8 @@
 #include "runtime/gemm-impl.h"
 #include "runtime/runtime-impl.h"
 
-/* Bytes of the padded input copy at most, and floats per window row at least. */
-#define DIRECT_PAD_BUDGET ((size_t)64 << 20)
+/* Bytes of a lane's padded block at most, and floats per window row at least. */
+#define DIRECT_BLOCK_BUDGET ((size_t)16 << 20)
 #define DIRECT_MIN_KROW 4
 /* Output rows (b, oh) computed together per filter panel: the panel's filter rows stay in L1/L2
  * while they serve this many output rows. */
@@ -72,12 +80,7 @@ static long l2_bytes(void)
     return v;
 }
 
-/* Rows and columns of an image's padded copy: what the windows of the output cover. */
-static int64_t padded_h(const tfs_nn_geom *g)
-{
-    return (g->out_h - 1) * g->stride_h + g->k_h;
-}
-
+/* Columns of an image's padded rows: what the windows of the output cover. */
 static int64_t padded_w(const tfs_nn_geom *g)
 {
     return (g->out_w - 1) * g->stride_w + g->k_w;
@@ -92,10 +95,11 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
         return TFS_NN_DIRECT_NONE;
     if (g->batch < 1 || g->out_h < 1 || g->out_w < 1)
         return TFS_NN_DIRECT_NONE;
-    /* The padded copy: padded_h(g) rows of padded_w(g) pixels per image. */
-    double bytes = (double)g->batch * (double)padded_h(g) * (double)padded_w(g) *
+    /* A lane's padded block (direct_block). */
+    double rows = (double)(g->out_h < ROWS_PER_BLOCK ? g->out_h : ROWS_PER_BLOCK);
+    double bytes = ((rows - 1) * (double)g->stride_h + (double)g->k_h) * (double)padded_w(g) *
                    (double)g->in_c * sizeof(float);
-    if (bytes > (double)DIRECT_PAD_BUDGET)
+    if (bytes > (double)DIRECT_BLOCK_BUDGET)
         return TFS_NN_DIRECT_NONE;
     double filter = (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c *
                     sizeof(float);
@@ -124,44 +128,57 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
 }
 
 typedef struct direct_job {
-    const tfs_nn_geom *g;
-    const float       *in, *f, *packed;
-    float             *xp, *out;
-    int64_t            hp, wp, out_c;   /* padded rows and columns per image */
-    tfs_nn_rows_fn     rows_fn;
-    void              *arg;
+    const tfs_nn_geom  *g;
+    const float        *in, *f, *packed;
+    float              *out;
+    int64_t             wp, out_c;   /* padded columns per image row, output channels */
+    int64_t             blk_rows;    /* output rows per block (of one image) */
+    int64_t             blocks_per_image, n_blocks;
+    float              *bufs;        /* a padded block per lane, buf_floats each */
+    size_t              buf_floats;
+    _Atomic int64_t     next;        /* the next block a lane claims */
+    tfs_nn_rows_fn      rows_fn;
+    void               *arg;
     const tfs_gemm_epi *epi;
 } direct_job;
 
-/* Padded rows [r0, r1) of the flattened (b, y) space: the input row, zeros around it. */
-static void pad_rows(void *arg, int64_t r0, int64_t r1)
+/* Padded rows of one block: enough for its output rows' windows. */
+static int64_t block_rows(const tfs_nn_geom *g, int64_t out_rows)
 {
-    const direct_job *j = arg;
-    const tfs_nn_geom *g = j->g;
-    size_t pix = (size_t)g->in_c * sizeof(float);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t b = r / j->hp, y = r % j->hp, ih = y - g->pad_top;
-        char *dst = (char *)(j->xp + (size_t)r * (size_t)(j->wp * g->in_c));
-        if (ih < 0 || ih >= g->in_h) {
-            memset(dst, 0, (size_t)j->wp * pix);
-            continue;
-        }
-        /* Columns [pad_left, pad_left + in_w) hold the row, clipped to the padded width. */
-        int64_t lo = g->pad_left < j->wp ? g->pad_left : j->wp;
-        int64_t hi = g->pad_left + g->in_w < j->wp ? g->pad_left + g->in_w : j->wp;
-        const char *src = (const char *)(j->in + (size_t)((b * g->in_h + ih) * g->in_w) * g->in_c);
-        memset(dst, 0, (size_t)lo * pix);
-        memcpy(dst + (size_t)lo * pix, src, (size_t)(hi - lo) * pix);
-        memset(dst + (size_t)hi * pix, 0, (size_t)(j->wp - hi) * pix);
-    }
+    return (out_rows - 1) * g->stride_h + g->k_h;
 }
 
-/* Output rows [r0, r1) of the flattened (b, oh) space. */
-static void direct_rows(void *arg, int64_t r0, int64_t r1)
+/* Row y of image b's padded copy into dst: the input row, zeros around it. */
+static void pad_row(const direct_job *j, int64_t b, int64_t y, float *dst)
 {
-    const direct_job *j = arg;
+    const tfs_nn_geom *g = j->g;
+    size_t pix = (size_t)g->in_c * sizeof(float);
+    int64_t ih = y - g->pad_top;
+    if (ih < 0 || ih >= g->in_h) {
+        memset(dst, 0, (size_t)j->wp * pix);
+        return;
+    }
+    /* Columns [pad_left, pad_left + in_w) hold the row, clipped to the padded width. */
+    int64_t lo = g->pad_left < j->wp ? g->pad_left : j->wp;
+    int64_t hi = g->pad_left + g->in_w < j->wp ? g->pad_left + g->in_w : j->wp;
+    const char *src = (const char *)(j->in + (size_t)((b * g->in_h + ih) * g->in_w) * g->in_c);
+    char *d = (char *)dst;
+    memset(d, 0, (size_t)lo * pix);
+    memcpy(d + (size_t)lo * pix, src, (size_t)(hi - lo) * pix);
+    memset(d + (size_t)hi * pix, 0, (size_t)(j->wp - hi) * pix);
+}
+
+/* Block `blk`: output rows [oh0, oh1) of image b, from their padded input rows copied into buf
+ * first (so they are in L2 for every filter panel). */
+static void direct_block(const direct_job *j, int64_t blk, float *buf)
+{
     const tfs_nn_geom *g = j->g;
     const tfs_gemm_kernel *K = tfs__gemm_kernel();
+    int64_t b = blk / j->blocks_per_image, oh0 = blk % j->blocks_per_image * j->blk_rows;
+    int64_t oh1 = g->out_h - oh0 < j->blk_rows ? g->out_h : oh0 + j->blk_rows;
+    int64_t ld = j->wp * g->in_c, y0 = oh0 * g->stride_h;
+    for (int64_t y = 0; y < block_rows(g, oh1 - oh0); y++)
+        pad_row(j, b, y0 + y, buf + (size_t)(y * ld));
     int64_t krow = g->k_w * g->in_c, oc = j->out_c;
     bool packed = j->packed != NULL;
     /* Each tile sums all its filter rows in registers: A in k_h segments, one input row apart,
@@ -171,33 +188,44 @@ static void direct_rows(void *arg, int64_t r0, int64_t r1)
      * layers 9.0 against 8.8. */
     tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = packed ? K->nr : oc,
                        .ldc = oc, .kc = krow, .b_padded = packed, .alpha = 1.0f, .beta = 0.0f,
-                       .n_seg = (int)g->k_h, .a_seg = j->wp * g->in_c};
-    for (int64_t blk = r0; blk < r1; blk += ROWS_PER_BLOCK) {
-        int64_t blk_end = r1 - blk < ROWS_PER_BLOCK ? r1 : blk + ROWS_PER_BLOCK;
-        for (int64_t j0 = 0; j0 < oc; j0 += K->nr) {
-            t.nr = (int)(oc - j0 < K->nr ? oc - j0 : K->nr);
-            t.prefetch_a = j0 == 0;   /* the input rows come from memory on the first panel */
-            /* Panel j0 / NR: all k_h * krow rows of NR floats; or the filter's columns in place. */
-            t.b = packed ? j->packed + (size_t)(j0 / K->nr) * (size_t)(g->k_h * krow * K->nr)
-                         : j->f + (size_t)j0;
-            for (int64_t r = blk; r < blk_end; r++) {
-                int64_t b = r / g->out_h, oh = r % g->out_h;
-                const float *xrow =
-                    j->xp + (size_t)((b * j->hp + oh * g->stride_h) * j->wp) * (size_t)g->in_c;
-                float *orow = j->out + (size_t)(r * g->out_w) * (size_t)oc + (size_t)j0;
-                for (int64_t ow = 0; ow < g->out_w; ow += K->mr) {
-                    t.mr = (int)(g->out_w - ow < K->mr ? g->out_w - ow : K->mr);
-                    t.a = xrow + (size_t)(ow * g->stride_w) * (size_t)g->in_c;
-                    t.c = orow + (size_t)ow * (size_t)oc;
-                    tfs__gemm_tile_epi(&t, j->epi, r * g->out_w + ow, j0);
-                    K->fn(&t);
-                }
+                       .n_seg = (int)g->k_h, .a_seg = ld};
+    int64_t r0 = b * g->out_h + oh0, r1 = b * g->out_h + oh1;   /* in the flattened (b, oh) */
+    for (int64_t j0 = 0; j0 < oc; j0 += K->nr) {
+        t.nr = (int)(oc - j0 < K->nr ? oc - j0 : K->nr);
+        /* Panel j0 / NR: all k_h * krow rows of NR floats; or the filter's columns in place. */
+        t.b = packed ? j->packed + (size_t)(j0 / K->nr) * (size_t)(g->k_h * krow * K->nr)
+                     : j->f + (size_t)j0;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *xrow = buf + (size_t)((r - r0) * g->stride_h * ld);
+            float *orow = j->out + (size_t)(r * g->out_w) * (size_t)oc + (size_t)j0;
+            for (int64_t ow = 0; ow < g->out_w; ow += K->mr) {
+                t.mr = (int)(g->out_w - ow < K->mr ? g->out_w - ow : K->mr);
+                t.a = xrow + (size_t)(ow * g->stride_w) * (size_t)g->in_c;
+                t.c = orow + (size_t)ow * (size_t)oc;
+                tfs__gemm_tile_epi(&t, j->epi, r * g->out_w + ow, j0);
+                K->fn(&t);
             }
         }
-        if (j->rows_fn)
-            for (int64_t r = blk; r < blk_end; r++)
-                j->rows_fn(j->arg, j->out + (size_t)(r * g->out_w) * (size_t)oc, r * g->out_w,
-                           g->out_w, oc);
+    }
+    if (j->rows_fn)
+        for (int64_t r = r0; r < r1; r++)
+            j->rows_fn(j->arg, j->out + (size_t)(r * g->out_w) * (size_t)oc, r * g->out_w,
+                       g->out_w, oc);
+}
+
+/* Lanes [l0, l1), each with its own padded block: blocks claimed from the counter until none is
+ * left. */
+static void direct_lanes(void *arg, int64_t l0, int64_t l1)
+{
+    direct_job *j = arg;
+    for (int64_t l = l0; l < l1; l++) {
+        float *buf = j->bufs + (size_t)l * j->buf_floats;
+        for (;;) {
+            int64_t blk = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+            if (blk >= j->n_blocks)
+                break;
+            direct_block(j, blk, buf);
+        }
     }
 }
 
@@ -205,17 +233,33 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
                            float *out, tfs_nn_rows_fn rows_fn, void *arg,
                            const tfs_gemm_epi *epi, const float *packed)
 {
-    direct_job j = {.g = g, .in = in, .f = f, .packed = packed, .out = out, .hp = padded_h(g),
-                    .wp = padded_w(g), .out_c = out_c, .rows_fn = rows_fn,
-                    .arg = arg, .epi = epi};
-    size_t n = (size_t)(g->batch * j.hp * j.wp) * (size_t)g->in_c;
-    if (!(j.xp = tfs_malloc(n * sizeof(float))))
+    direct_job j = {.g = g, .in = in, .f = f, .packed = packed, .out = out, .wp = padded_w(g),
+                    .out_c = out_c, .rows_fn = rows_fn, .arg = arg, .epi = epi};
+    /* A lane per thread, fewer when the work is small: about k_h * k_w * in_c * out_w * out_c
+     * multiply-adds per output row, and 64 Ki of them or more per lane. */
+    int64_t n_rows = g->batch * g->out_h;
+    double macs = (double)(g->k_h * g->k_w * g->in_c) * (double)(g->out_w * out_c) *
+                  (double)n_rows;
+    int64_t lanes = tfs__parallel_threads();
+    if (lanes > n_rows)
+        lanes = n_rows;
+    if ((double)lanes > macs / 65536.0)
+        lanes = macs >= 65536.0 ? (int64_t)(macs / 65536.0) : 1;
+    /* Blocks of ROWS_PER_BLOCK rows, fewer where that leaves under four blocks a lane: a lane
+     * that got one more block than the others held them all up (ResNet-50 at batch 1, 56 or 14
+     * rows in blocks of 8 on 2 lanes). */
+    j.blk_rows = (n_rows + 4 * lanes - 1) / (4 * lanes);
+    if (j.blk_rows > ROWS_PER_BLOCK)
+        j.blk_rows = ROWS_PER_BLOCK;
+    if (j.blk_rows > g->out_h)
+        j.blk_rows = g->out_h;
+    j.blocks_per_image = (g->out_h + j.blk_rows - 1) / j.blk_rows;
+    j.n_blocks = g->batch * j.blocks_per_image;
+    j.buf_floats = (size_t)(block_rows(g, j.blk_rows) * j.wp) * (size_t)g->in_c;
+    atomic_init(&j.next, 0);
+    if (!(j.bufs = tfs_malloc((size_t)lanes * j.buf_floats * sizeof(float))))
         return false;
-    tfs__parallel_for(g->batch * j.hp, 16, pad_rows, &j);
-    /* About 2 * k_h * k_w * in_c * out_w * out_c flops per output row. */
-    double per_row = (double)(g->k_h * g->k_w * g->in_c) * (double)(g->out_w * out_c);
-    int64_t grain = per_row >= 65536.0 ? 1 : (int64_t)(65536.0 / per_row) + 1;
-    tfs__parallel_for(g->batch * g->out_h, grain, direct_rows, &j);
-    tfs_free(j.xp);
+    tfs__parallel_for(lanes, 1, direct_lanes, &j);
+    tfs_free(j.bufs);
     return true;
 }
