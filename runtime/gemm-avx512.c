@@ -72,9 +72,11 @@ INLINE __m512 act_hi(const tfs_gemm_tile *t)
  * 8 (outputs of 25.7 MB, rows 1 KB apart that no prefetcher follows) were memory-bound. In-process
  * A/B on ResNet-50 at batch 8: C and the added tensor requested a tile ahead, 352 -> 342 ms (the
  * 64 -> 256 layers with a residual Add 6.9 -> 5.7 ms each); A too, 362 -> 348 ms (256 -> 64
- * layers 5.6 -> 4.1 ms); A on the direct path too, stem 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms.
- * A is requested only on a block's first panel (gemm.c): on every tile it cost 2-5 % on the
- * later stages, whose A is in cache after the first panel. Prefetches never fault, so the rows
+ * layers 5.6 -> 4.1 ms); A on the direct path too, stem 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms,
+ * while that path read a padded copy of the whole input (it now copies each block of rows just
+ * before it uses them, and asks for no A). A is requested only on a block's first panel
+ * (gemm.c): on every tile it cost 2-5 % on the later stages, whose A is in cache after the
+ * first panel. Prefetches never fault, so the rows
  * past the last tile need no test; they are worth requesting, too: the next output row's input,
  * the next A block. (Requests limited to a tile below that exists: ResNet-50 b8 331 -> 337 ms,
  * b1 43.9 -> 44.3 ms.) */

@@ -185,7 +185,8 @@ static void direct_block(const direct_job *j, int64_t blk, float *buf)
      * of k_w * in_c steps each (the filter's rows follow one another in B). Filter row by filter
      * row instead (a call per row, C stored and reloaded between), ResNet-50's 7x7/2 first layer
      * (21 steps per row) took 11.7 against 10.0 ms at batch 8 (in-process A/B), its 3x3x64
-     * layers 9.0 against 8.8. */
+     * layers 9.0 against 8.8. A was just copied, so no tile asks for the next one's
+     * (prefetch_a on the first panel: no difference in an in-process A/B at batch 1 and 8). */
     tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = packed ? K->nr : oc,
                        .ldc = oc, .kc = krow, .b_padded = packed, .alpha = 1.0f, .beta = 0.0f,
                        .n_seg = (int)g->k_h, .a_seg = ld};
@@ -259,6 +260,8 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
     /* A lane per thread, fewer when the work is small: about k_h * k_w * in_c * out_w * out_c
      * multiply-adds per output row, and 64 Ki of them or more per lane. */
     int64_t n_rows = g->batch * g->out_h;
+    if (n_rows < 1 || g->out_w < 1 || out_c < 1)
+        return true;   /* no output */
     double macs = (double)(g->k_h * g->k_w * g->in_c) * (double)(g->out_w * out_c) *
                   (double)n_rows;
     int64_t lanes = tfs__parallel_threads();
