@@ -65,8 +65,9 @@
 enum { C_MR = 4, C_NR = 16 };
 
 /* The epilogue (gemm-impl.h) on one value x of C: the bias, the added value (side: NULL for
- * none; adding 0 instead would turn -0 into +0), the activation. The one place for its
- * expressions outside the SIMD kernels. */
+ * none; adding 0 instead would turn -0 into +0), the activation. This file's one copy of its
+ * expressions (the SIMD kernels vectorize them; nn-fused.c's epilogue also covers batch norm and
+ * more activations). */
 static inline float epi_value(float x, float bias, const float *side, enum tfs_gemm_act act)
 {
     x = x + bias;

@@ -51,8 +51,8 @@
 /* Bytes of a lane's padded block at most, and floats per window row at least. */
 #define DIRECT_BLOCK_BUDGET ((size_t)16 << 20)
 #define DIRECT_MIN_KROW 4
-/* Output rows (b, oh) computed together per filter panel: the panel's filter rows stay in L1/L2
- * while they serve this many output rows. */
+/* Output rows of one image computed together per filter panel, at most (block_size may choose
+ * fewer): the panel's filter rows stay in L1/L2 while they serve this many output rows. */
 #define ROWS_PER_BLOCK 8
 /* The filter is read in place, unpacked, rows out_c floats apart, once per block of output rows
  * and thread. Such strided reads are fast from L2 and slow from L3 (the prefetcher does not
