@@ -6,13 +6,12 @@
  * DESIGN. A micro-kernel computes one tile of C, at most mr x nr (the ISA's MR x NR), over one
  * block of kc steps of the k loop, from A and B addressed by strides. That one interface serves
  * every operand layout without copies where none pays: A read in place row-wise (a_cs = 1: a
- * row-major, untransposed A or a packed copy of it, possibly in segments) or column-wise (a_rs =
- * 1: a transposed A),
- * B read in place (b_rs = ldb) or from a packed panel (b_rs = NR, zero-padded to NR columns). Every
- * C element is the same sequence of operations whichever variant, tile position or thread
- * computes it: acc = 0, acc = fma(A(r,p), B(p,j), acc) for p = 0..kc-1 in order, then
- * C = alpha * acc + beta * C (C not read when beta is 0). That is what makes results
- * bit-identical for any thread count and any split of the rows into separate calls.
+ * row-major, untransposed A or a packed copy of it, possibly in segments) or column-wise (a_rs = 1:
+ * a transposed A), B read in place (b_rs = ldb) or from a packed panel (b_rs = NR, zero-padded to
+ * NR columns). Every C element is the same sequence of operations whichever variant, tile position
+ * or thread computes it: acc = 0, acc = fma(A(r,p), B(p,j), acc) for p = 0..kc-1 in order, then C =
+ * alpha * acc + beta * C (C not read when beta is 0). That is what makes results bit-identical for
+ * any thread count and any split of the rows into separate calls.
  *   A tile may carry an epilogue (tfs_gemm_epi of runtime-impl.h, for this tile's rows and
  * columns), which the kernel applies to each value between computing and storing it, in
  * registers. (A pass over each tile right after the kernel stored it, tried first, reloaded what

@@ -278,7 +278,7 @@ typedef void (*tfs_nn_rows_fn)(void *arg, void *rows, int64_t row0, int64_t n_ro
  * in_c, out_c] row-major; packed: NULL, or f's tfs__gemm_whole_k_panels, read instead) into out
  * [batch, out_h, out_w, out_c], applying epi (NULL: none; its rows are output pixels) to each
  * tile once final and passing each output row (out_w pixels) to rows_fn (NULL: none) once
- * written. False, nothing written, when the padded input copy cannot be allocated. */
+ * written. False, nothing written, when the lanes' padded blocks cannot be allocated. */
 enum tfs_nn_direct { TFS_NN_DIRECT_NONE, TFS_NN_DIRECT_IN_PLACE, TFS_NN_DIRECT_PACKED };
 enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t out_c,
                                                 bool filter_const);

@@ -260,8 +260,8 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     /* Over the added tensor itself where the GEMM writes each element once, after reading the
      * added one: ResNet-50's residual 1x1 layers then read and write their 12.8-25.7 MB at batch
      * 8 in one stream instead of two, 7.4 -> 4.8 ms for 64 -> 256 (in-process A/B). Not on the
-     * direct path, which falls back to the patches (k in blocks, maybe) when its padded copy
-     * cannot be allocated. */
+     * direct path, which falls back to the patches (k in blocks, maybe) when its lanes' padded
+     * blocks cannot be allocated. */
     if (side_input >= 0 && T == TFS_DTYPE_FLOAT && epi && epi->side && !direct_path &&
         tfs__sgemm_epi_in_place(kdim))
         out = tfs__kernel_take_input(k, side_input, T, 4, odims);
