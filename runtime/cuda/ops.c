@@ -456,7 +456,9 @@ static enum tfs_code pool(tfs_kernel_ctx *k, bool is_max, tfs_status *st)
                              "pooling over the batch or depth dimension is not supported "
                              "(ksize [%lld,%lld,%lld,%lld])", (long long)ksize[0],
                              (long long)ksize[1], (long long)ksize[2], (long long)ksize[3]);
-    if (!strcmp(tfs__attr_str(n, "padding", ""), "EXPLICIT"))
+    /* TensorFlow's MaxPool takes EXPLICIT padding (explicit_paddings), its AvgPool does not.
+     * pool_kernel clips each window to the image, which is what the padding means for a max. */
+    if (!is_max && !strcmp(tfs__attr_str(n, "padding", ""), "EXPLICIT"))
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "padding must be SAME or VALID");
     tfs_nn_geom g;
     if ((rc = tfs__nn_geom_init(n, k->in[0], ksize[1], ksize[2], false, &g, st)) != TFS_OK)

@@ -310,6 +310,28 @@ START_TEST(test_cuda_conv2d)
     conv_case("_FusedConv2D", 2, 9, 9, 3, 3, 3, 4, 1, 1, "SAME", "Relu");
     conv_case("_FusedConv2D", 2, 8, 8, 3, 3, 3, 4, 2, 1, "SAME", "Relu6");
     conv_case("_FusedConv2D", 1, 7, 7, 4, 3, 3, 5, 1, 1, "VALID", NULL);
+    /* EXPLICIT padding: ResNet's 7x7/2 stem and stride-2 3x3 as bench/infer/resnet.c builds them
+     * (PyTorch's symmetric padding, where SAME would put it at the end), and a lopsided one. */
+    static const struct { int64_t h, k, s, ci, co, pad[4]; } ex[] = {
+        {23, 7, 2, 3, 8, {3, 3, 3, 3}}, {14, 3, 2, 4, 6, {1, 1, 1, 1}},
+        {9, 3, 1, 2, 3, {2, 0, 0, 1}},
+    };
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+        int64_t xd[4] = {2, ex[i].h, ex[i].h, ex[i].ci}, fd[4] = {ex[i].k, ex[i].k, ex[i].ci,
+                                                                  ex[i].co};
+        op_case c = {.op = "Conv2D", .n_in = 2, .in = {rnd(4, xd), rnd(4, fd)}};
+        nn_attr_ints(&c.attrs, "strides", 4, (const int64_t[]){1, ex[i].s, ex[i].s, 1});
+        nn_attr_str(&c.attrs, "padding", "EXPLICIT");
+        nn_attr_ints(&c.attrs, "explicit_paddings", 8,
+                     (const int64_t[]){0, 0, ex[i].pad[0], ex[i].pad[1], ex[i].pad[2],
+                                       ex[i].pad[3], 0, 0});
+        char what[96];
+        snprintf(what, sizeof what, "Conv2D %lldx%lld/%lld EXPLICIT [%lld,%lld,%lld,%lld]",
+                 (long long)ex[i].k, (long long)ex[i].k, (long long)ex[i].s,
+                 (long long)ex[i].pad[0], (long long)ex[i].pad[1], (long long)ex[i].pad[2],
+                 (long long)ex[i].pad[3]);
+        parity(&c, 1, DOT_TOL(ex[i].k * ex[i].k * ex[i].ci), what);
+    }
     /* Filter depth that does not divide the input's: INVALID_ARGUMENT as on the CPU. */
     int64_t xd[4] = {1, 5, 5, 3}, fd[4] = {3, 3, 2, 4};
     op_case bad = {.op = "Conv2D", .n_in = 2, .in = {rnd(4, xd), rnd(4, fd)}};
@@ -338,6 +360,28 @@ START_TEST(test_cuda_pool)
             parity(&c, 1, ELEM_TOL, what);
         }
     }
+    /* MaxPool takes EXPLICIT padding (ResNet's 3x3/2 pad 1, and pads of a window's size, whose
+     * windows at the edge hold one row or column); AvgPool refuses it, as TensorFlow's does. */
+    static const int64_t pads[][4] = {{1, 1, 1, 1}, {2, 0, 0, 2}};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t xd[4] = {2, 8, 7, 5};
+        op_case c = {.op = "MaxPool", .n_in = 1, .in = {rnd(4, xd)}};
+        nn_attr_ints(&c.attrs, "ksize", 4, (const int64_t[]){1, 3, 3, 1});
+        nn_attr_ints(&c.attrs, "strides", 4, (const int64_t[]){1, 2, 2, 1});
+        nn_attr_str(&c.attrs, "padding", "EXPLICIT");
+        nn_attr_ints(&c.attrs, "explicit_paddings", 8,
+                     (const int64_t[]){0, 0, pads[i][0], pads[i][1], pads[i][2], pads[i][3], 0,
+                                       0});
+        parity(&c, 1, ELEM_TOL, i ? "MaxPool k3 s2 EXPLICIT [2,0,0,2]"
+                                  : "MaxPool k3 s2 EXPLICIT [1,1,1,1]");
+    }
+    int64_t xd[4] = {1, 6, 6, 2};
+    op_case bad = {.op = "AvgPool", .n_in = 1, .in = {rnd(4, xd)}};
+    nn_attr_ints(&bad.attrs, "ksize", 4, (const int64_t[]){1, 3, 3, 1});
+    nn_attr_ints(&bad.attrs, "strides", 4, (const int64_t[]){1, 2, 2, 1});
+    nn_attr_str(&bad.attrs, "padding", "EXPLICIT");
+    nn_attr_ints(&bad.attrs, "explicit_paddings", 8, (const int64_t[]){0, 0, 1, 1, 1, 1, 0, 0});
+    gpu_error(&bad, TFS_INVALID_ARGUMENT, "padding must be SAME or VALID");
 }
 END_TEST
 
