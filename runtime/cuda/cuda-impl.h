@@ -114,10 +114,25 @@ int tfs__cuda_binary(tfs_cuda_stream *s, enum tfs_cuda_binop op, int rank, const
                      const float *d_b, float *d_y, int64_t n, tfs_cuda_status *cs);
 
 /* Inference batch normalization over channels-last x ([n / c, c]):
- * y = (x - mean[ch]) * (scale[ch] / sqrtf(variance[ch] + eps)) + offset[ch]. */
+ * y = (x - mean[ch]) * (scale[ch] / sqrtf(variance[ch] + eps)) + offset[ch]. d_fac: c floats of
+ * device scratch for the per-channel factor. */
 int tfs__cuda_batch_norm(tfs_cuda_stream *s, const float *d_x, const float *d_scale,
                          const float *d_offset, const float *d_mean, const float *d_var, float eps,
-                         float *d_y, int64_t n, int64_t c, tfs_cuda_status *cs);
+                         float *d_y, int64_t n, int64_t c, float *d_fac, tfs_cuda_status *cs);
+
+/* ---- reductions (reduce.cu) ------------------------------------------------------------------ */
+
+enum tfs_cuda_reduce {
+    TFS_CUDA_RED_SUM = 0,
+    TFS_CUDA_RED_MEAN,
+    TFS_CUDA_RED_MAX,
+    TFS_CUDA_RED_MIN,
+};
+/* y = op of x [dims] over the axes d with red[d] (rank <= TFS_CUDA_MAX_RANK); y holds the kept
+ * axes in order. As the CPU's kernel: Sum and Mean accumulate in double in memory order, Max and
+ * Min propagate NaN, an empty reduction gives 0, NaN (Mean), -inf (Max) or +inf (Min). */
+int tfs__cuda_reduce(tfs_cuda_stream *s, enum tfs_cuda_reduce op, int rank, const int64_t *dims,
+                     const bool *red, const float *d_x, float *d_y, tfs_cuda_status *cs);
 
 /* ---- nn (nn.cu) ------------------------------------------------------------------------------- */
 

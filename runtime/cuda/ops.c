@@ -297,6 +297,51 @@ static enum tfs_code gk_softmax(tfs_kernel_ctx *k, tfs_status *st)
     return TFS_OK;
 }
 
+/* Sum, Mean, Max, Min. The axes (input 1) stay on the host (tfs__gpu_host_inputs); their
+ * checks and the output shape are the CPU kernel's (tfs__reduce_shape). */
+static enum tfs_code reduce(tfs_kernel_ctx *k, enum tfs_cuda_reduce op, tfs_status *st)
+{
+    enum tfs_code rc = float_inputs(k, 1, st);
+    if (rc == TFS_OK && k->n_in != 2)
+        rc = tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, has %d",
+                           k->n_in);
+    if (rc != TFS_OK)
+        return rc;
+    const tfs_tensor *x = k->in[0];
+    bool red[TFS_MAX_RANK];
+    int64_t odims[TFS_MAX_RANK], count;
+    int orank;
+    if ((rc = tfs__reduce_shape(k->node, x, k->in[1], red, &orank, odims, &count, st)) != TFS_OK)
+        return rc;
+    tfs_tensor *out;
+    if ((rc = output(k, 0, orank, odims, &out, st)) != TFS_OK)
+        return rc;
+    tfs_cuda_status cs;
+    if (tfs__cuda_reduce(stream_of(k), op, x->rank, x->dims, red, x->data, out->data, &cs))
+        return tfs__gpu_fail(k, &cs, st);
+    return TFS_OK;
+}
+
+static enum tfs_code gk_sum(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return reduce(k, TFS_CUDA_RED_SUM, st);
+}
+
+static enum tfs_code gk_mean(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return reduce(k, TFS_CUDA_RED_MEAN, st);
+}
+
+static enum tfs_code gk_max(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return reduce(k, TFS_CUDA_RED_MAX, st);
+}
+
+static enum tfs_code gk_min(tfs_kernel_ctx *k, tfs_status *st)
+{
+    return reduce(k, TFS_CUDA_RED_MIN, st);
+}
+
 static enum tfs_code gk_fused_batch_norm(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -330,8 +375,11 @@ static enum tfs_code gk_fused_batch_norm(tfs_kernel_ctx *k, tfs_status *st)
     tfs_cuda_status cs;
     if ((rc = output(k, 0, 4, x->dims, &y, st)) != TFS_OK)
         return rc;
+    void *fac;
+    if ((rc = tfs__gpu_scratch(k->exec, (size_t)c * sizeof(float), &fac, st)) != TFS_OK)
+        return rc;
     if (tfs__cuda_batch_norm(stream_of(k), x->data, k->in[1]->data, k->in[2]->data,
-                             k->in[3]->data, k->in[4]->data, eps, y->data, x->nelem, c, &cs))
+                             k->in[3]->data, k->in[4]->data, eps, y->data, x->nelem, c, fac, &cs))
         return tfs__gpu_fail(k, &cs, st);
     /* batch_mean and batch_variance are the inputs (inference); reserve spaces are zeros. */
     for (int j = 1; j < k->n_out && j < 6; j++) {
@@ -503,6 +551,10 @@ const tfs_kernel_fn tfs__gpu_kernels[TFS_OP_COUNT] = {
     [TFS_OP_REAL_DIV] = gk_real_div,
     [TFS_OP_MAXIMUM] = gk_maximum,
     [TFS_OP_SOFTMAX] = gk_softmax,
+    [TFS_OP_SUM] = gk_sum,
+    [TFS_OP_MEAN] = gk_mean,
+    [TFS_OP_MAX] = gk_max,
+    [TFS_OP_MIN] = gk_min,
     [TFS_OP_CONV2D] = gk_conv2d,
     [TFS_OP_FUSED_CONV2D] = gk_fused_conv2d,
     [TFS_OP_MAX_POOL] = gk_max_pool,
@@ -577,6 +629,11 @@ enum tfs_placement tfs__gpu_supports_op(const tfs_backend *b, const tfs_node *n)
 unsigned tfs__gpu_host_inputs(const tfs_backend *b, const tfs_node *n)
 {
     (void)b;
-    return n->op == &tfs__ops[TFS_OP_RESHAPE] || n->op == &tfs__ops[TFS_OP_EXPAND_DIMS] ? 1u << 1
-                                                                                       : 0u;
+    /* Reshape's shape, ExpandDims' axis and the reductions' axes are read by the host. */
+    static const int host_second[] = {TFS_OP_RESHAPE, TFS_OP_EXPAND_DIMS, TFS_OP_SUM,
+                                      TFS_OP_MEAN, TFS_OP_MAX, TFS_OP_MIN};
+    for (size_t i = 0; i < sizeof host_second / sizeof host_second[0]; i++)
+        if (n->op == &tfs__ops[host_second[i]])
+            return 1u << 1;
+    return 0u;
 }

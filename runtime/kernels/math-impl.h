@@ -30,6 +30,15 @@ typedef struct tfs_bcast {
 enum tfs_code tfs__bcast_init(const tfs_tensor *a, const tfs_tensor *b, const tfs_tensor *c,
                               tfs_bcast *bc, tfs_status *st);
 
+/* A reduction's shape (math-reduce.c; also the GPU's Sum/Mean/Max/Min): reads the axes tensor
+ * (int32/int64 scalar or vector, negative from the end; INVALID_ARGUMENT "Invalid reduction
+ * dimension" out of range), sets red[d] for each reduced axis of in, and gives the output shape
+ * (attr keep_dims keeps reduced axes as 1) and count, the input elements folded into each output
+ * element. */
+enum tfs_code tfs__reduce_shape(const tfs_node *n, const tfs_tensor *in, const tfs_tensor *axes,
+                                bool red[TFS_MAX_RANK], int *orank, int64_t *odims,
+                                int64_t *count, tfs_status *st);
+
 /* Runs BODY(o, pa, pb, pc) for every output element o (0..nelem-1) with the input offsets pa, pb,
  * pc, the innermost axis in a tight loop and the outer axes by an odometer. When both a and b are
  * contiguous or repeated scalars along the innermost axis, the loop has constant strides the

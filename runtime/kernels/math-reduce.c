@@ -308,6 +308,35 @@ static enum tfs_code reduce_compute(enum rop op, const rplan *p, int64_t count,
     }
 }
 
+enum tfs_code tfs__reduce_shape(const tfs_node *n, const tfs_tensor *in, const tfs_tensor *axes_t,
+                                bool red[TFS_MAX_RANK], int *orank, int64_t *odims,
+                                int64_t *count, tfs_status *st)
+{
+    bool keep = false;
+    const tfs_attr_value *kv = tfs__attr(n, "keep_dims");
+    if (kv && kv->kind == TFS_ATTR_B)
+        keep = kv->b;
+    int64_t axes[64];
+    int n_axes = 0;
+    enum tfs_code rc = read_axes(n, axes_t, in->rank, axes, &n_axes, st);
+    if (rc != TFS_OK)
+        return rc;
+    memset(red, 0, TFS_MAX_RANK * sizeof *red);
+    for (int i = 0; i < n_axes; i++)
+        red[axes[i]] = true;
+    *count = 1;
+    *orank = 0;
+    for (int d = 0; d < in->rank; d++) {
+        if (red[d])
+            *count *= in->dims[d];
+        if (!red[d])
+            odims[(*orank)++] = in->dims[d];
+        else if (keep)
+            odims[(*orank)++] = 1;
+    }
+    return TFS_OK;
+}
+
 static enum tfs_code reduce(tfs_kernel_ctx *k, enum rop op, tfs_status *st)
 {
     const tfs_node *n = k->node;
@@ -318,27 +347,11 @@ static enum tfs_code reduce(tfs_kernel_ctx *k, enum rop op, tfs_status *st)
     if (op != R_ALL && op != R_ANY && (rc = tfs__math_check_T(k, 0, 1, &T, st)) != TFS_OK)
         return rc;   /* All and Any have no attr T: their input is bool */
     const tfs_tensor *in = k->in[0];
-    bool keep = false;
-    const tfs_attr_value *kv = tfs__attr(n, "keep_dims");
-    if (kv && kv->kind == TFS_ATTR_B)
-        keep = kv->b;
-    int64_t axes[64];
-    int n_axes = 0;
-    if ((rc = read_axes(n, k->in[1], in->rank, axes, &n_axes, st)) != TFS_OK)
+    bool red[TFS_MAX_RANK];
+    int64_t odims[TFS_MAX_RANK], count;
+    int orank;
+    if ((rc = tfs__reduce_shape(n, in, k->in[1], red, &orank, odims, &count, st)) != TFS_OK)
         return rc;
-    bool red[TFS_MAX_RANK] = {false};
-    for (int i = 0; i < n_axes; i++)
-        red[axes[i]] = true;
-    int64_t odims[TFS_MAX_RANK], count = 1;
-    int orank = 0;
-    for (int d = 0; d < in->rank; d++) {
-        if (red[d])
-            count *= in->dims[d];
-        if (!red[d])
-            odims[orank++] = in->dims[d];
-        else if (keep)
-            odims[orank++] = 1;
-    }
     tfs_tensor *out = NULL;
     if ((rc = tfs__kernel_output(k, 0, in->dtype, orank, odims, &out, st)) != TFS_OK)
         return rc;

@@ -118,8 +118,8 @@ static void assert_close(const tfs_tensor *gpu, const tfs_tensor *cpu, double at
     int64_t at = -1;
     for (int64_t i = 0; i < cpu->nelem; i++) {
         double d = fabs((double)g[i] - (double)c[i]);
-        bool both_nan = isnan(g[i]) && isnan(c[i]);
-        if (!both_nan && (!(d <= atol + rtol * fabs((double)c[i])) || isnan(d)) && d >= worst) {
+        bool same = g[i] == c[i] || (isnan(g[i]) && isnan(c[i]));   /* infinities too */
+        if (!same && (!(d <= atol + rtol * fabs((double)c[i])) || isnan(d)) && d >= worst) {
             worst = isnan(d) ? INFINITY : d;
             at = i;
         }
@@ -224,9 +224,16 @@ START_TEST(test_cuda_unary_and_bias)
             x[j] *= 9.0f;   /* past Relu6's 6 and into exp's tails */
         parity(&c, 1, i >= 2 ? 2e-6 : 1e-6, i >= 2 ? 2e-6 : 1e-6, ops[i]);
     }
+    /* Relu of a multiple of 4 elements: the float4 path. */
+    int64_t d4[2] = {16, 12};
+    op_case r4 = {.op = "Relu", .n_in = 1, .in = {rnd(2, d4)}};
+    parity(&r4, 1, ELEM_TOL, "Relu, 192 elements");
     int64_t xd[3] = {4, 5, 6}, bd[1] = {6};
     op_case c = {.op = "BiasAdd", .n_in = 2, .in = {rnd(3, xd), rnd(1, bd)}};
     parity(&c, 1, ELEM_TOL, "BiasAdd");
+    int64_t xd8[3] = {3, 5, 8}, bd8[1] = {8};   /* 8 channels: float4 */
+    op_case c8 = {.op = "BiasAdd", .n_in = 2, .in = {rnd(3, xd8), rnd(1, bd8)}};
+    parity(&c8, 1, ELEM_TOL, "BiasAdd, 8 channels");
     int64_t empty[2] = {0, 6};
     op_case e = {.op = "BiasAdd", .n_in = 2, .in = {rnd(2, empty), rnd(1, bd)}};
     parity(&e, 1, ELEM_TOL, "BiasAdd of an empty tensor");
@@ -239,7 +246,8 @@ START_TEST(test_cuda_binary_broadcast)
     static const struct { int ra; int64_t a[4]; int rb; int64_t b[4]; } shapes[] = {
         {3, {2, 3, 4}, 1, {4}},    {3, {2, 1, 4}, 2, {3, 1}}, {1, {5}, 0, {0}},
         {2, {3, 4}, 2, {3, 4}},    {0, {0}, 2, {2, 2}},       {4, {2, 1, 3, 1}, 4, {1, 4, 1, 5}},
-        {2, {0, 3}, 1, {3}},
+        {2, {0, 3}, 1, {3}},       {3, {3, 5, 7}, 3, {3, 5, 7}}, /* same shapes: flat, float4 */
+        {4, {2, 3, 4, 8}, 4, {2, 3, 4, 8}},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -387,16 +395,67 @@ END_TEST
 
 START_TEST(test_cuda_batch_norm)
 {
-    int64_t xd[4] = {2, 4, 4, 6}, cd[1] = {6};
-    op_case c = {.op = "FusedBatchNormV3", .n_in = 5,
-                 .in = {rnd(4, xd), rnd(1, cd), rnd(1, cd), rnd(1, cd), rnd(1, cd)}};
-    float *var = c.in[4]->data;
-    for (int i = 0; i < 6; i++)
-        var[i] = fabsf(var[i]) + 0.1f;
-    nn_attr_bool(&c.attrs, "is_training", false);
-    nn_attr_float(&c.attrs, "epsilon", 0.001f);
-    nn_attr_type(&c.attrs, "U", TFS_DTYPE_FLOAT);
-    parity(&c, 3, ELEM_TOL, "FusedBatchNormV3");   /* y, batch_mean, batch_variance */
+    for (int64_t ch = 6; ch <= 8; ch += 2) {   /* 8 channels: the float4 path */
+        int64_t xd[4] = {2, 4, 4, ch}, cd[1] = {ch};
+        op_case c = {.op = "FusedBatchNormV3", .n_in = 5,
+                     .in = {rnd(4, xd), rnd(1, cd), rnd(1, cd), rnd(1, cd), rnd(1, cd)}};
+        float *var = c.in[4]->data;
+        for (int i = 0; i < ch; i++)
+            var[i] = fabsf(var[i]) + 0.1f;
+        nn_attr_bool(&c.attrs, "is_training", false);
+        nn_attr_float(&c.attrs, "epsilon", 0.001f);
+        nn_attr_type(&c.attrs, "U", TFS_DTYPE_FLOAT);
+        /* y, batch_mean, batch_variance */
+        parity(&c, 3, ELEM_TOL, ch == 8 ? "FusedBatchNormV3, 8 channels" : "FusedBatchNormV3");
+    }
+}
+END_TEST
+
+/* Sum, Mean, Max, Min over axes fed as int32 or int64 (read on the host). Sum and Mean
+ * accumulate in double in memory order on both devices, hence the elementwise tolerance. */
+START_TEST(test_cuda_reduce)
+{
+    static const char *ops[] = {"Mean", "Sum", "Max", "Min"};
+    static const struct {
+        int     rank;
+        int64_t dims[4];
+        int     n_axes;
+        int64_t axes[4];
+        bool    keep;
+    } r[] = {
+        {4, {3, 5, 6, 8}, 2, {1, 2}, false},   /* global average pool */
+        {4, {3, 5, 6, 8}, 2, {1, 2}, true},
+        {2, {7, 33}, 1, {-1}, false},          /* last axis */
+        {3, {4, 5, 6}, 2, {0, 2}, true},       /* axes apart */
+        {3, {4, 1, 6}, 3, {0, 1, 2}, false},   /* everything */
+        {2, {4, 6}, 0, {0}, false},            /* no axes: a copy */
+        {3, {2, 0, 3}, 1, {1}, false},         /* an empty axis: 0, NaN, -inf, +inf */
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        for (size_t j = 0; j < sizeof r / sizeof r[0]; j++) {
+            op_case c = {.op = ops[i], .n_in = 2, .in = {rnd(r[j].rank, r[j].dims)}};
+            int64_t na[1] = {r[j].n_axes};
+            bool wide = j % 2;   /* int64 axes on odd cases */
+            ck_assert_int_eq(tfs_tensor_new(wide ? TFS_DTYPE_INT64 : TFS_DTYPE_INT32, 1, na,
+                                            &c.in[1], NULL), TFS_OK);
+            for (int a = 0; a < r[j].n_axes; a++) {
+                if (wide)
+                    ((int64_t *)c.in[1]->data)[a] = r[j].axes[a];
+                else
+                    ((int32_t *)c.in[1]->data)[a] = (int32_t)r[j].axes[a];
+            }
+            nn_attr_bool(&c.attrs, "keep_dims", r[j].keep);
+            char what[64];
+            snprintf(what, sizeof what, "%s case %zu", ops[i], j);
+            parity(&c, 1, ELEM_TOL, what);
+        }
+    }
+    /* An axis out of range: the CPU's INVALID_ARGUMENT, on the GPU too. */
+    int64_t xd[2] = {3, 4}, one[1] = {1};
+    op_case bad = {.op = "Sum", .n_in = 2, .in = {rnd(2, xd)}};
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_INT32, 1, one, &bad.in[1], NULL), TFS_OK);
+    ((int32_t *)bad.in[1]->data)[0] = 2;
+    gpu_error(&bad, TFS_INVALID_ARGUMENT, "Invalid reduction dimension");
 }
 END_TEST
 
@@ -613,6 +672,14 @@ START_TEST(test_cuda_supports_op)
     ck_assert_int_eq(place("ExpandDims", 2, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_FOLLOW);
     ck_assert_int_eq(place("Squeeze", 1, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_FOLLOW);
     ck_assert_int_eq(place("Shape", 1, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_CPU);
+    /* Float reductions run there, their axes stay on the host; Prod and integers do not go. */
+    ck_assert_int_eq(place("Mean", 2, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_DEVICE);
+    ck_assert_int_eq(place("Max", 2, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_DEVICE);
+    ck_assert_int_eq(place("Sum", 2, TFS_DTYPE_INT32, NULL), TFS_PLACE_CPU);
+    ck_assert_int_eq(place("Prod", 2, TFS_DTYPE_FLOAT, NULL), TFS_PLACE_CPU);
+    tfs_graph *mean = one_node("Mean", 2, TFS_DTYPE_FLOAT, NULL);
+    ck_assert_uint_eq(tfs__gpu_host_inputs(NULL, tfs__graph_node(mean, 0)), 1u << 1);
+    tfs_graph_unref(mean);
     nn_attrs nchw = {0};
     nn_attr_str(&nchw, "data_format", "NCHW");
     ck_assert_int_eq(place("Conv2D", 2, TFS_DTYPE_FLOAT, &nchw), TFS_PLACE_CPU);
@@ -682,6 +749,11 @@ START_TEST(test_cuda_kernel_arg_checks)
              "Incompatible shapes");
     bad_args("Softmax", 1, (tfs_tensor *[]){rnd(0, d3)}, NULL, TFS_INVALID_ARGUMENT,
              "logits must have >= 1 dimension");
+    tfs_tensor *axis;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_INT32, 1, (const int64_t[]){1}, &axis, NULL), TFS_OK);
+    ((int32_t *)axis->data)[0] = -3;
+    bad_args("Mean", 2, (tfs_tensor *[]){rnd(2, d23), axis}, NULL, TFS_INVALID_ARGUMENT,
+             "Invalid reduction dimension (-3 for input with 2 dimension(s)");
     nn_attrs conv = {0};
     nn_attr_ints(&conv, "strides", 4, (const int64_t[]){1, 1, 1, 1});
     nn_attr_str(&conv, "padding", "SAME");
@@ -779,6 +851,7 @@ Suite *suite_runtime_cuda(bool have_gpu)
         tcase_add_test(tc, test_cuda_conv2d);
         tcase_add_test(tc, test_cuda_pool);
         tcase_add_test(tc, test_cuda_batch_norm);
+        tcase_add_test(tc, test_cuda_reduce);
         tcase_add_test(tc, test_cuda_mlp);
         tcase_add_test(tc, test_cuda_cnn);
         tcase_set_timeout(tc, 120);
