@@ -153,8 +153,8 @@ typedef struct tfs_cuda_window {
  * plus a zero-padded copy of the input when the padding is asymmetric). */
 size_t tfs__cuda_conv2d_scratch(const tfs_cuda_window *g);
 /* y [N, OH, OW, OC] = Conv2D(x [N, H, W, C], filter [KH, KW, C, OC]); cuDNN with the fastest
- * algorithm (by cuDNN's heuristics) whose workspace fits the stream's. d_scratch holds
- * tfs__cuda_conv2d_scratch(g) bytes. */
+ * algorithm (measured by cuDNN, once per geometry) whose workspace fits the stream's. d_scratch
+ * holds tfs__cuda_conv2d_scratch(g) bytes. */
 int tfs__cuda_conv2d(tfs_cuda_stream *s, const tfs_cuda_window *g, const float *d_x,
                      const float *d_filter, float *d_y, void *d_scratch, tfs_cuda_status *cs);
 /* MaxPool / AvgPool [N, OH, OW, C] with TensorFlow's semantics: padding cells are ignored by
