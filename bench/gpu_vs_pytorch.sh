@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # tfserve's CUDA executor against PyTorch on the same GPU (issue 8): builds tfserve with CUDA
 # (nvcc + cuDNN; build folder build-cuda unless TFS_BUILD_DIR says otherwise), runs the CPU/GPU
-# parity tests (test-runtime-gpu), then times the MLP 784-512-256-10 and the small CNN
-# (bench/infer/models.c) at batch 1, 8, 64 and 256 through bench/infer/gpu_driver.py: tfserve's
-# sessions on gpu:0 against the same seeded weights in PyTorch on CUDA, each run taking a host
-# input and returning a host output. Prints samples/s and the ratio tfserve / PyTorch.
+# parity tests (test-runtime-gpu), then times the MLP 784-512-256-10, the small CNN and ResNet-50
+# (bench/infer/models.c, resnet.c) at batch 1, 8, 64 and 256 through bench/infer/gpu_driver.py:
+# tfserve's sessions on gpu:0 against the same seeded weights in PyTorch on CUDA, each run taking
+# a host input and returning a host output. Prints samples/s and the ratio tfserve / PyTorch.
 #
 # Without a GPU (or without nvcc) it says so and exits 0. Where the PyTorch at $PYTHON
 # (default /usr/bin/python3) has no CUDA (Debian's python3-torch is CPU-only), it says so and
 # compares tfserve's GPU path with tfserve's CPU path instead; point PYTHON at an interpreter
 # with a CUDA build of torch (and numpy) for the PyTorch comparison.
-# Env: TFS_BUILD_DIR (build-cuda), NVCC (/usr/local/cuda/bin/nvcc), PYTHON, MODELS (mlp,cnn),
-# BATCHES (1,8,64,256), RUNS (3), DURATION (2 s), WARMUP (0.5 s), THREADS (2), TF32 (0; 1 lets
-# both sides use TF32 tensor cores), CUDA_VISIBLE_DEVICES (which GPU is gpu:0). Not a test.
+# Env: TFS_BUILD_DIR (build-cuda), NVCC (/usr/local/cuda/bin/nvcc), PYTHON, MODELS
+# (mlp,cnn,resnet50), BATCHES (1,8,64,256), RUNS (3), DURATION (2 s), WARMUP (0.5 s), THREADS
+# (2), TF32 (0; 1 lets both sides use TF32 tensor cores), CUDA_VISIBLE_DEVICES (which GPU is
+# gpu:0). Not a test.
 set -euo pipefail
 export TFS_BUILD_DIR=${TFS_BUILD_DIR:-build-cuda}
 DURATION=${DURATION:-2}
@@ -20,7 +21,7 @@ WARMUP=${WARMUP:-0.5}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 PYTHON=${PYTHON:-/usr/bin/python3}
-MODELS=${MODELS:-mlp,cnn}
+MODELS=${MODELS:-mlp,cnn,resnet50}
 BATCHES=${BATCHES:-1,8,64,256}
 THREADS=${THREADS:-2}
 
