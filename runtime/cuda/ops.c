@@ -322,25 +322,13 @@ static enum tfs_code reduce(tfs_kernel_ctx *k, enum tfs_cuda_reduce op, tfs_stat
     return TFS_OK;
 }
 
-static enum tfs_code gk_sum(tfs_kernel_ctx *k, tfs_status *st)
-{
-    return reduce(k, TFS_CUDA_RED_SUM, st);
-}
+#define GK_REDUCE(fn, op)                                                                          \
+    static enum tfs_code fn(tfs_kernel_ctx *k, tfs_status *st) { return reduce(k, op, st); }
 
-static enum tfs_code gk_mean(tfs_kernel_ctx *k, tfs_status *st)
-{
-    return reduce(k, TFS_CUDA_RED_MEAN, st);
-}
-
-static enum tfs_code gk_max(tfs_kernel_ctx *k, tfs_status *st)
-{
-    return reduce(k, TFS_CUDA_RED_MAX, st);
-}
-
-static enum tfs_code gk_min(tfs_kernel_ctx *k, tfs_status *st)
-{
-    return reduce(k, TFS_CUDA_RED_MIN, st);
-}
+GK_REDUCE(gk_sum, TFS_CUDA_RED_SUM)
+GK_REDUCE(gk_mean, TFS_CUDA_RED_MEAN)
+GK_REDUCE(gk_max, TFS_CUDA_RED_MAX)
+GK_REDUCE(gk_min, TFS_CUDA_RED_MIN)
 
 static enum tfs_code gk_fused_batch_norm(tfs_kernel_ctx *k, tfs_status *st)
 {
