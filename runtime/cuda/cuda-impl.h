@@ -129,8 +129,8 @@ enum tfs_cuda_reduce {
     TFS_CUDA_RED_MIN,
 };
 /* y = op of x [dims] over the axes d with red[d] (rank <= TFS_CUDA_MAX_RANK); y holds the kept
- * axes in order. As the CPU's kernel: Sum and Mean accumulate in double in memory order, Max and
- * Min propagate NaN, an empty reduction gives 0, NaN (Mean), -inf (Max) or +inf (Min). */
+ * axes in order. As the CPU's kernel: Sum and Mean accumulate in double, Max and Min propagate
+ * NaN, an empty reduction gives 0, NaN (Mean), -inf (Max) or +inf (Min). */
 int tfs__cuda_reduce(tfs_cuda_stream *s, enum tfs_cuda_reduce op, int rank, const int64_t *dims,
                      const bool *red, const float *d_x, float *d_y, tfs_cuda_status *cs);
 

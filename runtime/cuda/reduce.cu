@@ -1,7 +1,8 @@
 /* Reductions of the CUDA executor (see cuda-impl.h): Sum, Mean, Max and Min of float tensors
  * over any set of axes, with the CPU kernel's semantics (kernels/math-reduce.c): Sum and Mean
- * accumulate in double, in the input's memory order, so they give the CPU's bits; Max and Min
- * propagate NaN; an empty reduction gives 0, NaN (Mean: 0/0), -inf or +inf.
+ * accumulate in double, so they agree with the CPU's to float rounding (the CPU sums a reduced
+ * last axis in four interleaved chains, this kernel in one); Max and Min propagate NaN; an empty
+ * reduction gives 0, NaN (Mean: 0/0), -inf or +inf.
  *
  * One thread per output element folds its elements with an odometer over the reduced axes. The
  * axes are first merged into runs of kept and reduced ones (size-1 axes dropped), so the commonest

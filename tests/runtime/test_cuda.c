@@ -412,7 +412,7 @@ START_TEST(test_cuda_batch_norm)
 END_TEST
 
 /* Sum, Mean, Max, Min over axes fed as int32 or int64 (read on the host). Sum and Mean
- * accumulate in double in memory order on both devices, hence the elementwise tolerance. */
+ * accumulate in double on both devices, hence the elementwise tolerance. */
 START_TEST(test_cuda_reduce)
 {
     static const char *ops[] = {"Mean", "Sum", "Max", "Min"};
