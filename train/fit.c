@@ -413,6 +413,8 @@ typedef struct fit {
     tfs_dataset_pos     eval_start;
     int                 xi, yi;
     double              last_ckpt;
+    int64_t             ckpt_step;   /* the global step of the last checkpoint (-1: none) */
+    bool                stopped;     /* opts.stop was seen */
 } fit;
 
 static enum tfs_code checkpoint(fit *f, tfs_status *st)
@@ -425,9 +427,27 @@ static enum tfs_code checkpoint(fit *f, tfs_status *st)
     if (rc == TFS_OK) {
         tfs_free(f->res->checkpoint);
         f->res->checkpoint = prefix;
+        f->ckpt_step = tfs_model_global_step(f->m);
     }
     f->last_ckpt = now();
     return rc;
+}
+
+/* A stop request was seen: a checkpoint at this step (unless the last one is), the event file
+ * flushed, and TFS_CANCELLED. */
+static enum tfs_code stop_run(fit *f, tfs_status *st)
+{
+    int64_t       step = tfs_model_global_step(f->m);
+    enum tfs_code rc = f->ckpt_step == step ? TFS_OK : checkpoint(f, st);
+    if (rc == TFS_OK && f->events)
+        rc = tfs_events_writer_flush(f->events, st);
+    if (rc != TFS_OK)
+        return rc;
+    if (f->res->checkpoint)
+        return TFS_ERR(st, TFS_CANCELLED, "stopped at step %lld; checkpoint %s", (long long)step,
+                       f->res->checkpoint);
+    return TFS_ERR(st, TFS_CANCELLED, "stopped at step %lld (no checkpoint_dir: not saved)",
+                   (long long)step);
 }
 
 static enum tfs_code log_epoch(fit *f, int64_t e, batch *last, tfs_status *st)
@@ -492,6 +512,11 @@ static enum tfs_code train_epoch(fit *f, int64_t epoch, batch *last, bool *stop,
     int64_t         done = start.epoch == epoch ? start.index : 0;
     enum tfs_code   rc = TFS_OK;
     for (;;) {
+        if (o->stop && *o->stop) {
+            f->stopped = true;
+            *stop = true;
+            break;
+        }
         if (o->max_steps > 0 && tfs_model_global_step(f->m) >= o->max_steps) {
             *stop = true;
             break;
@@ -554,7 +579,8 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
 {
     tfs_fit_opts o = opts ? *opts : tfs_fit_opts_default();
     memset(res, 0, sizeof *res);
-    fit           f = {.m = m, .train = train_ds, .eval = eval_ds, .o = &o, .res = res};
+    fit           f = {.m = m, .train = train_ds, .eval = eval_ds, .o = &o, .res = res,
+                       .ckpt_step = -1};
     batch         last = {0};
     enum tfs_code rc = components(train_ds, o.feature, o.label, &f.xi, &f.yi, st);
     if (rc != TFS_OK)
@@ -610,6 +636,12 @@ enum tfs_code tfs_train_fit(tfs_model *m, tfs_dataset *train_ds, tfs_dataset *ev
             break;
         if ((rc = train_epoch(&f, epoch, &last, &stop, st)) != TFS_OK)
             goto done;
+        if (f.stopped) {
+            if (out && (o.progress == 1 || (o.progress < 0 && isatty(fileno(out)))))
+                fprintf(out, "\n");   /* end the progress bar's line */
+            rc = stop_run(&f, st);
+            goto done;
+        }
         if (isnan(res->train_loss[epoch]))
             break; /* no step ran: the data or max_steps ended */
         res->epochs = epoch + 1;

@@ -21,6 +21,7 @@
 #ifndef TFS_TRAIN_FIT_H
 #define TFS_TRAIN_FIT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,12 @@ typedef struct tfs_fit_opts {
     FILE       *out;                     /* progress (default stdout); NULL output with quiet */
     bool        quiet;
     int         progress;                /* -1 auto (a bar on a terminal), 0 lines, 1 bar */
+    /* A stop request, set from a signal handler (tfserve-train: SIGINT, SIGTERM); NULL: none.
+     * When it becomes non-zero the run stops before its next step, saves a checkpoint where
+     * checkpoint_dir is set (with the dataset's position: --resume goes on mid-epoch with the
+     * batches it would have seen), flushes the event file, skips eval and export, and returns
+     * TFS_CANCELLED "stopped at step N". */
+    volatile sig_atomic_t *stop;
 } tfs_fit_opts;
 
 tfs_fit_opts tfs_fit_opts_default(void);

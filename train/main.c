@@ -6,9 +6,15 @@
  * --metrics_json=FILE writes the per-epoch figures (fit.h tfs_fit_result_json) for scripts such
  * as bench/train_vs_pytorch.sh; also after a failure, with the epochs completed until then.
  *
+ * SIGINT or SIGTERM stops the run before its next step: it saves a checkpoint (checkpoint_dir),
+ * from which --resume goes on with the batches it would have seen, flushes the event file, says
+ * "SIGTERM: stopped at step N; checkpoint PREFIX" on stderr and exits 128 + the signal's number
+ * (130, 143), as a shell reports a process the signal ended. A second signal ends it at once.
+ *
  * Exit status: 0 trained (and exported when export_dir is set); 1 a failure (the message names
- * the file, step or op at fault); 2 bad usage.
+ * the file, step or op at fault); 2 bad usage; 130/143 stopped by SIGINT/SIGTERM.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +22,27 @@
 #include "train/config.h"
 #include "train/fit.h"
 #include "train/train.h"
+
+/* The signal that asked the run to stop (0: none); read by the training loop (fit.h opts.stop). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+/* SIGINT and SIGTERM ask the loop to stop; SA_RESETHAND gives a second signal its default
+ * action, ending the process at once. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static void usage(FILE *f)
 {
@@ -36,7 +63,8 @@ static void usage(FILE *f)
             "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
             "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
             "  --quiet               no progress output\n"
-            "  --help                this text\n");
+            "  --help                this text\n"
+            "SIGINT or SIGTERM: stops before the next step, saves a checkpoint, exits 130/143.\n");
 }
 
 static const char *flag_value(const char *arg, const char *name)
@@ -180,6 +208,8 @@ int main(int argc, char **argv)
                "%s %g\n", config, c->model.n_layers, tfs_model_variable_count(m),
                (long long)tfs_dataset_cardinality(train), (long long)c->data.batch_size,
                tfs_optimizer_name(c->optimizer.kind), c->optimizer.learning_rate);
+    f->stop = &stop_signal;
+    catch_stop_signals();
     rc = tfs_train_fit(m, train, eval, f, &r, &st);
     /* Also after a failure: the epochs completed are worth having. */
     if (fl.metrics_json && tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
@@ -189,6 +219,13 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "tfserve-train: --metrics_json: %s\n", mst.msg);
         }
+    }
+    if (rc == TFS_CANCELLED && stop_signal) {
+        fprintf(stderr, "tfserve-train: %s %s\n",
+                stop_signal == SIGINT ? "SIGINT:" : stop_signal == SIGTERM ? "SIGTERM:" : "signal:",
+                st.msg);
+        status = 128 + stop_signal;
+        goto done;
     }
     if (rc != TFS_OK)
         goto done;
@@ -201,7 +238,7 @@ int main(int argc, char **argv)
     }
     status = 0;
 done:
-    if (status != 0)
+    if (status == 1)
         fprintf(stderr, "tfserve-train: %s: %s\n", tfs_code_name(st.code), st.msg);
     tfs_fit_result_free(&r);
     tfs_model_free(m);

@@ -12,12 +12,14 @@
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "savedmodel/savedmodel.h"
 #include "tests/support/tfs-proc.h"
@@ -373,6 +375,104 @@ START_TEST(test_cli_failures)
 }
 END_TEST
 
+/* SIGTERM in the middle of a run: tfserve-train stops before its next step, saves a checkpoint
+ * at that step (the latest in the directory), exports nothing, says so and exits 143; --resume
+ * then starts at that very step. */
+START_TEST(test_cli_stop_signal)
+{
+    dir = tfs_test_mkdtemp();
+    tfs_tensor *x, *y, *ex, *ey;
+    images(N_TRAIN, 1, &x, &y);
+    images(N_EVAL, 2, &ex, &ey);
+    write_idx(P("train-x.idx"), x);
+    write_idx(P("train-y.idx"), y);
+    write_idx(P("eval-x.idx"), ex);
+    write_idx(P("eval-y.idx"), ey);
+    write_config("cnn.ini", P("train-y.idx"));   /* a checkpoint every 100 steps */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char bin[4200];
+        snprintf(bin, sizeof bin, "%s/train/tfserve-train", TFS_BINARY_DIR);
+        if (chdir(dir) == 0 && freopen("out.txt", "w", stdout) && freopen("err.txt", "w", stderr))
+            execl(bin, bin, "cnn.ini", "--epochs=100000", "--progress=lines", (char *)NULL);
+        _exit(127);
+    }
+    /* A checkpoint at step 100 or later (one every epoch of 19 steps and every 100 steps, the
+     * newest 2 kept): the run is well under way. */
+    bool started = false;
+    for (int i = 0; i < 1200 && !started; i++) {
+        usleep(100 * 1000);
+        char *latest = NULL;
+        if (tfs_checkpoint_latest(P("ckpt"), &latest, NULL) == TFS_OK) {
+            const char *dash = strrchr(latest, '-');
+            started = dash && atoll(dash + 1) >= 100;
+            tfs_free(latest);
+        }
+    }
+    if (started)
+        ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    int status = 0;
+    pid_t w = 0;
+    for (int i = 0; i < 600 && started && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
+        usleep(50 * 1000);
+    if (w != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    char *out = slurp("out.txt"), *err = slurp("err.txt");
+    size_t ol = strlen(out);
+    ck_assert_msg(started, "no checkpoint at step 100 after 120 s\n...%s\n%s",
+                  out + (ol > 1000 ? ol - 1000 : 0), err);
+    ck_assert_msg(w == pid, "still running 30 s after SIGTERM\n%s", err);
+    ck_assert_msg(!strstr(err, "Sanitizer") && !strstr(err, "runtime error:"), "%s", err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status %#x\n%s", status, err);
+    const char *said = strstr(err, "SIGTERM: stopped at step ");
+    ck_assert_msg(said != NULL, "%s", err);
+    long long step = atoll(said + strlen("SIGTERM: stopped at step "));
+    ck_assert_msg(step >= 100, "%s", err);
+    char want[128];
+    snprintf(want, sizeof want, "model.ckpt-%lld", step);
+    ck_assert_msg(strstr(said, want) != NULL, "the message names no checkpoint %s: %s", want, err);
+    char *prefix = NULL;
+    tfs_status st;
+    ck_assert_msg(tfs_checkpoint_latest(P("ckpt"), &prefix, &st) == TFS_OK, "%s", st.msg);
+    size_t pl = strlen(prefix), wl = strlen(want);
+    ck_assert_msg(pl >= wl && !strcmp(prefix + pl - wl, want), "latest %s, want %s", prefix,
+                  want);
+    tfs_free(prefix);
+    ck_assert(!exists(P("export/1")));
+    ck_assert_int_eq(sh("ls '%s'/logs/events.out.tfevents.* >/dev/null 2>&1", dir), 0);
+    free(out);
+    free(err);
+
+    /* --resume starts at that step; three more steps, then the usual end (eval, export). */
+    char args[160];
+    snprintf(args, sizeof args,
+             "cnn.ini --resume --epochs=100000 --max_steps=%lld --progress=lines", step + 3);
+    int rc = train(args);
+    out = slurp("out.txt");
+    err = slurp("err.txt");
+    ol = strlen(out);
+    ck_assert_msg(rc == 0, "exit %d\n...%s\n%s", rc, out + (ol > 1000 ? ol - 1000 : 0), err);
+    snprintf(want, sizeof want, "model.ckpt-%lld at step %lld", step, step);
+    ck_assert_msg(strstr(out, want) != NULL, "no '%s' in\n...%s", want,
+                  out + (ol > 1000 ? ol - 1000 : 0));
+    snprintf(want, sizeof want, "done: %lld steps", step + 3);
+    ck_assert_msg(strstr(out, want) != NULL, "no '%s' in\n...%s", want,
+                  out + (ol > 1000 ? ol - 1000 : 0));
+    ck_assert(exists(P("export/1/saved_model.pb")));
+    free(out);
+    free(err);
+    tfs_tensor_unref(x);
+    tfs_tensor_unref(y);
+    tfs_tensor_unref(ex);
+    tfs_tensor_unref(ey);
+    tfs_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train_cli");
@@ -381,6 +481,7 @@ int main(void)
     tcase_add_test(tc, test_cli_train_serve);
     tcase_add_test(tc, test_cli_usage);
     tcase_add_test(tc, test_cli_failures);
+    tcase_add_test(tc, test_cli_stop_signal);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
