@@ -32,13 +32,14 @@ static void on_stop_signal(int sig)
 }
 
 /* SIGINT and SIGTERM ask the loop to stop; SA_RESETHAND gives a second signal its default
- * action, ending the process at once. */
+ * action, ending the process at once. SA_RESTART: a read or write the signal interrupts (the
+ * prefetch thread's, the event file's) goes on instead of failing with EINTR. */
 static void catch_stop_signals(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
