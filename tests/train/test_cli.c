@@ -163,17 +163,34 @@ static void write_config(const char *name, const char *labels)
     ck_assert_int_eq(tfs_test_write_file(P(name), text, strlen(text)), 0);
 }
 
-START_TEST(test_cli_train_serve)
+/* A fresh dir with the training and held-out IDX files and cnn.ini; the held-out images and
+ * labels in *ex and *ey unless ex is NULL. */
+static void setup(tfs_tensor **ex, tfs_tensor **ey)
 {
     dir = tfs_test_mkdtemp();
-    tfs_tensor *x, *y, *ex, *ey;
+    tfs_tensor *x, *y, *hx, *hy;
     images(N_TRAIN, 1, &x, &y);
-    images(N_EVAL, 2, &ex, &ey);
+    images(N_EVAL, 2, &hx, &hy);
     write_idx(P("train-x.idx"), x);
     write_idx(P("train-y.idx"), y);
-    write_idx(P("eval-x.idx"), ex);
-    write_idx(P("eval-y.idx"), ey);
+    write_idx(P("eval-x.idx"), hx);
+    write_idx(P("eval-y.idx"), hy);
     write_config("cnn.ini", P("train-y.idx"));
+    tfs_tensor_unref(x);
+    tfs_tensor_unref(y);
+    if (ex) {
+        *ex = hx;
+        *ey = hy;
+    } else {
+        tfs_tensor_unref(hx);
+        tfs_tensor_unref(hy);
+    }
+}
+
+START_TEST(test_cli_train_serve)
+{
+    tfs_tensor *ex, *ey;
+    setup(&ex, &ey);
 
     /* Train: 16 epochs of 19 steps. */
     int rc = train("cnn.ini --progress=lines");
@@ -282,8 +299,6 @@ START_TEST(test_cli_train_serve)
     int status = tfs_test_server_stop(&s);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tfserve exit %d; see %s",
                   status, s.log_path);
-    tfs_tensor_unref(x);
-    tfs_tensor_unref(y);
     tfs_tensor_unref(ex);
     tfs_tensor_unref(ey);
     tfs_test_rmtree(dir);
@@ -380,15 +395,7 @@ END_TEST
  * then starts at that very step. */
 START_TEST(test_cli_stop_signal)
 {
-    dir = tfs_test_mkdtemp();
-    tfs_tensor *x, *y, *ex, *ey;
-    images(N_TRAIN, 1, &x, &y);
-    images(N_EVAL, 2, &ex, &ey);
-    write_idx(P("train-x.idx"), x);
-    write_idx(P("train-y.idx"), y);
-    write_idx(P("eval-x.idx"), ex);
-    write_idx(P("eval-y.idx"), ey);
-    write_config("cnn.ini", P("train-y.idx"));   /* a checkpoint every 100 steps */
+    setup(NULL, NULL);   /* cnn.ini: a checkpoint every 100 steps */
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -464,10 +471,6 @@ START_TEST(test_cli_stop_signal)
     ck_assert(exists(P("export/1/saved_model.pb")));
     free(out);
     free(err);
-    tfs_tensor_unref(x);
-    tfs_tensor_unref(y);
-    tfs_tensor_unref(ex);
-    tfs_tensor_unref(ey);
     tfs_test_rmtree(dir);
     free(dir);
 }
