@@ -63,23 +63,23 @@ INLINE __m512 act_hi(const tfs_gemm_tile *t)
 }
 
 /* Each tile requests, during the first steps of its k loop, what the tile below it (its next MR
- * rows) will read and write from memory: its lines of C (for writing) and of the added tensor, one
- * row per step, and, where the caller says the tile below reads rows of A not yet in cache
- * (prefetch_a), its rows of A, one line per step. The callers run a column of tiles top down
- * (gemm.c within a panel, the direct convolution along a row of pixels), so the tile below is the
- * next one, and a whole tile's k loop hides each line's trip from memory. Requests made by the
- * tile itself, just before its k loop, came too late: ResNet-50's first-stage 1x1 layers at batch
- * 8 (outputs of 25.7 MB, rows 1 KB apart that no prefetcher follows) were memory-bound. In-process
- * A/B on ResNet-50 at batch 8: C and the added tensor requested a tile ahead, 352 -> 342 ms (the
- * 64 -> 256 layers with a residual Add 6.9 -> 5.7 ms each); A too, 362 -> 348 ms (256 -> 64
- * layers 5.6 -> 4.1 ms); A on the direct path too, stem 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms,
- * while that path read a padded copy of the whole input (it now copies each block of rows just
- * before it uses them, and asks for no A). A is requested only on a block's first panel
- * (gemm.c): on every tile it cost 2-5 % on the later stages, whose A is in cache after the
- * first panel. Prefetches never fault, so the rows
- * past the last tile need no test; they are worth requesting, too: the next output row's input,
- * the next A block. (Requests limited to a tile below that exists: ResNet-50 b8 331 -> 337 ms,
- * b1 43.9 -> 44.3 ms.) */
+ * rows) will read and write from memory: its lines of C (for writing) and of the added tensor,
+ * one row per step, and, where the caller says the tile below reads rows of A not yet in cache
+ * (prefetch_a), its rows of A (a line of each row per 16 steps). The callers run a column of
+ * tiles top down (gemm.c within a panel, the direct convolution along a row of pixels), so the
+ * tile below is the next one, and a whole tile's k loop hides each line's trip from memory.
+ * Requests made by the tile itself, just before its k loop, came too late: ResNet-50's
+ * first-stage 1x1 layers at batch 8 (outputs of 25.7 MB, rows 1 KB apart that no prefetcher
+ * follows) were memory-bound. In-process A/B on ResNet-50 at batch 8: C and the added tensor
+ * requested a tile ahead, 352 -> 342 ms (the 64 -> 256 layers with a residual Add 6.9 -> 5.7 ms
+ * each); A too, 362 -> 348 ms (256 -> 64 layers 5.6 -> 4.1 ms); A on the direct path too, stem
+ * 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms, while that path read a padded copy of the whole input
+ * (it now copies each block of rows just before it uses them, and asks for no A). A is
+ * requested only on a block's first panel (gemm.c): on every tile it cost 2-5 % on the later
+ * stages, whose A is in cache after the first panel. Prefetches never fault, so the rows past
+ * the last tile need no test; they are worth requesting, too: the next output row's input, the
+ * next A block. (Requests limited to a tile below that exists: ResNet-50 b8 331 -> 337 ms, b1
+ * 43.9 -> 44.3 ms.) */
 INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
 {
     const float *c = t->c + (MR + p) * t->ldc;
@@ -92,6 +92,14 @@ INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
         if (NV > 1)
             _mm_prefetch((const char *)(s + 16), _MM_HINT_T0);
     }
+}
+
+/* Requests row PF_ROWS steps ahead of B. */
+INLINE void prefetch_b(const float *b, int64_t brs, const int NV)
+{
+    _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
+    if (NV > 1)
+        _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
 }
 
 /* One step of k: row p of B (one or two vectors) times each row's value of A, into the
@@ -138,36 +146,51 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
         for (int s = 0; s < t->n_seg; s++, seg += t->a_seg * (int64_t)sizeof(float)) {
             const char *a0 = seg;
             const char *a7 = MRV > 7 ? seg + 7 * L : a0;
-            /* The tile below's A: row pf_row, byte pf_off of it next (rows in turn, a line
-             * each). */
+            /* The tile below's A (prefetch_a): its MR rows start MR * L further on. */
             const char *pf_a = seg + MR * L;
-            int64_t pf_row = 0, pf_off = t->prefetch_a ? 0 : kc * (int64_t)sizeof(float);
-            for (int64_t p = 0; p < kc; p++) {
-                _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
-                if (NV > 1)
-                    _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
-                if (s == 0 && p < MR)
+            bool pf = t->prefetch_a && s == 0;
+            int64_t p = 0;
+            /* The head: the tile below's lines of C (and the added tensor) and its rows' first
+             * two lines of A, one row per step. */
+            if (s == 0)
+                for (int64_t head = kc < MR ? kc : MR; p < head; p++) {
+                    prefetch_b(b, brs, NV);
                     prefetch_below(t, p, NV);
-                if (pf_off < kc * (int64_t)sizeof(float)) {
-                    _mm_prefetch(pf_a + pf_row * L + pf_off, _MM_HINT_T0);
-                    if (++pf_row == MR) {
-                        pf_row = 0;
-                        pf_off += 64;
+                    if (pf) {
+                        _mm_prefetch(pf_a + p * L, _MM_HINT_T0);
+                        _mm_prefetch(pf_a + p * L + 64, _MM_HINT_T0);
                     }
+                    fma_step(c0, c1, b, m0, m1, a0, a7, L, L3, L5, MRV, NV, true, masked);
+                    a0 += sizeof(float);
+                    a7 += sizeof(float);
+                    b += brs;
                 }
-                fma_step(c0, c1, b, m0, m1, a0, a7, L, L3, L5, MRV, NV, true, masked);
-                a0 += sizeof(float);
-                a7 += sizeof(float);
-                b += brs;
+            /* Then blocks of 16 steps (a line of each row of A), each of which first requests
+             * the tile below's next line of each of its rows. With those requests and the head's
+             * made from one loop, a test per step, GCC spilled the loop's pointers and counters
+             * to the stack: a 14 x 32 tile from L1, one core, kc 256 111.1 -> 114.3 GFLOP/s
+             * (packed A: 115.5), kc 64 107.0 -> 108.9; ResNet-50 at batch 64, processes
+             * alternated, 6 runs each: median 2.596 -> 2.524 s (batch 8: 0.319 -> 0.318). */
+            while (p < kc) {
+                int64_t end = kc - p < 16 ? kc : p + 16;
+                if (pf)
+                    for (int r = 0; r < MR; r++)
+                        _mm_prefetch(pf_a + r * L + p * (int64_t)sizeof(float) + 64,
+                                     _MM_HINT_T0);
+                for (; p < end; p++) {
+                    prefetch_b(b, brs, NV);
+                    fma_step(c0, c1, b, m0, m1, a0, a7, L, L3, L5, MRV, NV, true, masked);
+                    a0 += sizeof(float);
+                    a7 += sizeof(float);
+                    b += brs;
+                }
             }
         }
     } else {
         const float *a = t->a;
         int64_t acs = t->a_cs;
         for (int64_t p = 0; p < kc; p++) {
-            _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
-            if (NV > 1)
-                _mm_prefetch((const char *)(b + PF_ROWS * brs + 16), _MM_HINT_T0);
+            prefetch_b(b, brs, NV);
             if (p < MR)
                 prefetch_below(t, p, NV);
             fma_step(c0, c1, b, m0, m1, (const char *)a, NULL, 0, 0, 0, MRV, NV, false, masked);
