@@ -233,6 +233,16 @@ enum tfs_code tfs__nn_attr_float(const tfs_node *n, const char *name, float dflt
 enum tfs_code tfs__nn_attr_ints(const tfs_node *n, const char *name, int count,
                                 const int64_t *dflt, int64_t *out, tfs_status *st);
 
+/* A 2-D product's operands (MatMul, _FusedMatMul, on the CPU and the GPU; kernels/nn-matmul.c):
+ * the attrs transpose_a and transpose_b (default false) and the product's m x n with inner size
+ * k. INVALID_ARGUMENT as TensorFlow words it when a or b is not a matrix or their inner sizes
+ * differ; UNIMPLEMENTED for a dimension beyond INT_MAX (BLAS and cuBLAS take int sizes). */
+typedef struct tfs_nn_matmul {
+    bool    ta, tb;
+    int64_t m, n, k;
+} tfs_nn_matmul;
+enum tfs_code tfs__nn_matmul_dims(const tfs_node *node, const tfs_tensor *a, const tfs_tensor *b,
+                                  tfs_nn_matmul *mm, tfs_status *st);
 /* The geometry of a 2-D NHWC window op (Conv2D, DepthwiseConv2dNative, MaxPool, AvgPool). */
 typedef struct tfs_nn_geom {
     int64_t batch, in_h, in_w, in_c;

@@ -93,29 +93,13 @@ static enum tfs_code matmul(tfs_kernel_ctx *k, const float *bias, int64_t bias_n
                             enum tfs_cuda_act act, tfs_status *st)
 {
     const tfs_node *n = k->node;
-    bool ta, tb;
-    enum tfs_code rc = tfs__nn_attr_bool(n, "transpose_a", false, &ta, st);
-    if (rc == TFS_OK)
-        rc = tfs__nn_attr_bool(n, "transpose_b", false, &tb, st);
+    const tfs_tensor *a = k->in[0], *b = k->in[1];
+    tfs_nn_matmul mm;
+    enum tfs_code rc = tfs__nn_matmul_dims(n, a, b, &mm, st);
     if (rc != TFS_OK)
         return rc;
-    const tfs_tensor *a = k->in[0], *b = k->in[1];
-    char sa[128], sb[128];
-    if (a->rank != 2 || b->rank != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "In[0] and In[1] must be matrices, got %s and %s",
-                             tfs_shape_str(a->rank, a->dims, sa, sizeof sa),
-                             tfs_shape_str(b->rank, b->dims, sb, sizeof sb));
-    int64_t m = a->dims[ta ? 1 : 0], ka = a->dims[ta ? 0 : 1];
-    int64_t kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
-    if (ka != kb)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "Matrix size-incompatible: In[0]: %s, In[1]: %s",
-                             tfs_shape_str(a->rank, a->dims, sa, sizeof sa),
-                             tfs_shape_str(b->rank, b->dims, sb, sizeof sb));
-    if (m > INT_MAX || nn > INT_MAX || ka > INT_MAX)
-        return tfs__node_err(n, st, TFS_UNIMPLEMENTED,
-                             "matrices with a dimension over %d are not supported", INT_MAX);
+    bool ta = mm.ta, tb = mm.tb;
+    int64_t m = mm.m, nn = mm.n, ka = mm.k;
     if (bias && bias_n != nn)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
                              "bias has %lld elements, the product has %lld columns",

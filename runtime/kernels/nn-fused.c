@@ -314,19 +314,14 @@ done:
 enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
-    bool ta, tb, bn, add;
+    bool bn, add;
     enum act act;
     epilogue e = {0};
     enum tfs_code rc = check_float(n, st);
     if (rc == TFS_OK)
-        rc = tfs__nn_attr_bool(n, "transpose_a", false, &ta, st);
-    if (rc == TFS_OK)
-        rc = tfs__nn_attr_bool(n, "transpose_b", false, &tb, st);
-    if (rc == TFS_OK)
         rc = parse_fused_ops(n, false, false, &bn, &add, &act, st);
     if (rc != TFS_OK)
         return rc;
-    char sa[128], sb[128];
     const tfs_tensor *a = k->n_in >= 2 ? k->in[0] : NULL, *b = k->n_in >= 2 ? k->in[1] : NULL;
     if (!a)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "expects at least 2 inputs, has %d",
@@ -335,25 +330,11 @@ enum tfs_code tfs__k_fused_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
         if (k->in[i]->dtype != TFS_DTYPE_FLOAT)
             return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "input %d has dtype %s, not float",
                                  i, tfs_dtype_short_name(k->in[i]->dtype));
-    if (a->rank != 2 || b->rank != 2)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "In[0] and In[1] must be matrices, got %s and %s",
-                             tfs_shape_str(a->rank, a->dims, sa, sizeof sa),
-                             tfs_shape_str(b->rank, b->dims, sb, sizeof sb));
-    int64_t m = a->dims[ta ? 1 : 0], ka = a->dims[ta ? 0 : 1];
-    int64_t kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
-    if (ka != kb)
-        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
-                             "Matrix size-incompatible: In[0]: %s, In[1]: %s",
-                             tfs_shape_str(a->rank, a->dims, sa, sizeof sa),
-                             tfs_shape_str(b->rank, b->dims, sb, sizeof sb));
-    for (int i = 0; i < 2; i++) {
-        const tfs_tensor *t = k->in[i];
-        if (t->dims[0] > INT_MAX || t->dims[1] > INT_MAX)
-            return tfs__node_err(n, st, TFS_UNIMPLEMENTED,
-                                 "input %d: matrix dimensions above %d are not supported", i,
-                                 INT_MAX);
-    }
+    tfs_nn_matmul mm;
+    if ((rc = tfs__nn_matmul_dims(n, a, b, &mm, st)) != TFS_OK)
+        return rc;
+    bool ta = mm.ta, tb = mm.tb;
+    int64_t m = mm.m, nn = mm.n, ka = mm.k;
     if ((rc = setup_epilogue(k, bn, false, act, nn, &e, st)) != TFS_OK)
         return rc;
     tfs_tensor *out = NULL;

@@ -136,21 +136,14 @@ static enum tfs_code check_blas_sizes(const tfs_node *n, const tfs_tensor *a, co
     return TFS_OK;
 }
 
-enum tfs_code tfs__k_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
+enum tfs_code tfs__nn_matmul_dims(const tfs_node *n, const tfs_tensor *a, const tfs_tensor *b,
+                                  tfs_nn_matmul *mm, tfs_status *st)
 {
-    const tfs_node *n = k->node;
-    enum tfs_dtype T;
-    bool ta, tb;
-    enum tfs_code rc = tfs__attr_type(n, "T", &T, st);
+    enum tfs_code rc = tfs__nn_attr_bool(n, "transpose_a", false, &mm->ta, st);
     if (rc == TFS_OK)
-        rc = tfs__nn_attr_bool(n, "transpose_a", false, &ta, st);
-    if (rc == TFS_OK)
-        rc = tfs__nn_attr_bool(n, "transpose_b", false, &tb, st);
-    if (rc == TFS_OK)
-        rc = check_inputs(k, T, st);
+        rc = tfs__nn_attr_bool(n, "transpose_b", false, &mm->tb, st);
     if (rc != TFS_OK)
         return rc;
-    const tfs_tensor *a = k->in[0], *b = k->in[1];
     if (a->rank != 2 || b->rank != 2) {
         char sa[128], sb[128];
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
@@ -158,20 +151,35 @@ enum tfs_code tfs__k_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
                              tfs_shape_str(a->rank, a->dims, sa, sizeof sa),
                              tfs_shape_str(b->rank, b->dims, sb, sizeof sb));
     }
-    int64_t m = a->dims[ta ? 1 : 0], ka = a->dims[ta ? 0 : 1];
-    int64_t kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
-    if (ka != kb)
+    mm->m = a->dims[mm->ta ? 1 : 0];
+    mm->k = a->dims[mm->ta ? 0 : 1];
+    mm->n = b->dims[mm->tb ? 0 : 1];
+    if (b->dims[mm->tb ? 1 : 0] != mm->k)
         return size_incompatible(n, a, b, st);
-    if ((rc = check_blas_sizes(n, a, b, st)) != TFS_OK)
+    return check_blas_sizes(n, a, b, st);
+}
+
+enum tfs_code tfs__k_mat_mul(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    enum tfs_dtype T;
+    tfs_nn_matmul mm;
+    enum tfs_code rc = tfs__attr_type(n, "T", &T, st);
+    if (rc == TFS_OK)
+        rc = check_inputs(k, T, st);
+    if (rc == TFS_OK)
+        rc = tfs__nn_matmul_dims(n, k->in[0], k->in[1], &mm, st);
+    if (rc != TFS_OK)
         return rc;
+    const tfs_tensor *a = k->in[0], *b = k->in[1];
     tfs_tensor *out = NULL;
-    int64_t dims[2] = {m, nn};
+    int64_t dims[2] = {mm.m, mm.n};
     /* An empty inner dimension makes no gemm call: the zeros must come from the allocation. */
-    if ((rc = (ka == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 2, dims, &out,
-                                                                        st)) != TFS_OK)
+    if ((rc = (mm.k == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(k, 0, T, 2, dims, &out,
+                                                                          st)) != TFS_OK)
         return rc;
-    gemm(T, ta, tb, m, nn, ka, a->data, a->dims[1], tfs__input_is_const(k, 1) ? b : NULL, b->data,
-         b->dims[1], out->data);
+    gemm(T, mm.ta, mm.tb, mm.m, mm.n, mm.k, a->data, a->dims[1],
+         tfs__input_is_const(k, 1) ? b : NULL, b->data, b->dims[1], out->data);
     k->out[0] = out;
     return TFS_OK;
 }
