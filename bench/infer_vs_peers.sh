@@ -8,10 +8,10 @@
 # tfserve's ratio to the faster peer, each one's GFLOP/s and the kernel sets; then runs
 # build/bench/nn-gflops (the GEMM's and MatMul/Conv2D's GFLOP/s) in the same run.
 # A benchmark, not a test. Env: TFS_BUILD_DIR (build/), MODELS (mlp,cnn,resnet50), BATCHES
-# (1,8,64), RESNET_BATCHES (1,8), RUNS (3), DURATION (2 s per framework and round), WARMUP
+# (1,8,64), RESNET_BATCHES (1,8,64), RUNS (3), DURATION (2 s per framework and round), WARMUP
 # (0.5 s), THREADS (2 per framework), ORT_DIR (an existing `npm install onnxruntime-node` folder
-# to reuse), REWRITE (1: tfserve runs its graphs through the runtime's graph rewrites, where it
-# has them; default 0: the plain ops), TORCH_JIT (1: PyTorch runs traced, frozen TorchScript;
+# to reuse), REWRITE (default 1: tfserve runs its graphs through the graph rewrites, as the
+# server does at load; 0: the plain ops as built), TORCH_JIT (1: PyTorch runs traced, frozen TorchScript;
 # default 0: eager, as the peer baselines were measured), NN_GFLOPS (1: run nn-gflops; 0: skip),
 # NN_GFLOPS_ARGS.
 # See bench/README.md.
@@ -22,9 +22,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MODELS=${MODELS:-mlp,cnn,resnet50}
 BATCHES=${BATCHES:-1,8,64}
-RESNET_BATCHES=${RESNET_BATCHES:-1,8}
+RESNET_BATCHES=${RESNET_BATCHES:-1,8,64}
 THREADS=${THREADS:-2}
-REWRITE=${REWRITE:-0}
+REWRITE=${REWRITE:-1}
 TORCH_JIT=${TORCH_JIT:-0}
 NN_GFLOPS=${NN_GFLOPS:-1}
 PY=/usr/bin/python3   # Debian's numpy and torch work only with this interpreter
