@@ -94,7 +94,7 @@ INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
     }
 }
 
-/* Requests row PF_ROWS steps ahead of B. */
+/* Requests the row of B that step PF_ROWS steps ahead reads (one or two vectors). */
 INLINE void prefetch_b(const float *b, int64_t brs, const int NV)
 {
     _mm_prefetch((const char *)(b + PF_ROWS * brs), _MM_HINT_T0);
@@ -150,8 +150,8 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             const char *pf_a = seg + MR * L;
             bool pf = t->prefetch_a && s == 0;
             int64_t p = 0;
-            /* The head: the tile below's lines of C (and the added tensor) and its rows' first
-             * two lines of A, one row per step. */
+            /* The head: the tile below's lines of C (and of the added tensor) and, with
+             * prefetch_a, the first two lines of each of its rows of A, one row per step. */
             if (s == 0)
                 for (int64_t head = kc < MR ? kc : MR; p < head; p++) {
                     prefetch_b(b, brs, NV);
