@@ -86,6 +86,12 @@ static int64_t padded_w(const tfs_nn_geom *g)
     return (g->out_w - 1) * g->stride_w + g->k_w;
 }
 
+/* Bytes of the filter [k_h, k_w, in_c, out_c]. */
+static double filter_bytes(const tfs_nn_geom *g, int64_t out_c)
+{
+    return (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c * sizeof(float);
+}
+
 enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t out_c,
                                                 bool filter_const)
 {
@@ -101,8 +107,7 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
                    (double)g->in_c * sizeof(float);
     if (bytes > (double)DIRECT_BLOCK_BUDGET)
         return TFS_NN_DIRECT_NONE;
-    double filter = (double)g->k_h * (double)g->k_w * (double)g->in_c * (double)out_c *
-                    sizeof(float);
+    double filter = filter_bytes(g, out_c);
     double l2 = (double)l2_bytes();
     double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
     /* Tiles are cut from one output row, so a row shorter than the micro-kernel's MR gives short
@@ -291,8 +296,7 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
      * 72-75, its 3x3x64 layers -0.4 to -1.7 ms (one +1.0) of 67-70; at batch 1 and 8 the same
      * within 1 %. Larger filters, read packed, gained nothing so (the 3x3x128 layers), or lost
      * (the 3x3x256 ones, 2.4 MB, 1.6-2.2 ms: each tile's panels then come from L3). */
-    j.tile_major = !packed && (double)(g->k_h * g->k_w * g->in_c * out_c) * sizeof(float) <=
-                                  (double)l2_bytes() / 4;
+    j.tile_major = !packed && filter_bytes(g, out_c) <= (double)l2_bytes() / 4;
     j.blk_rows = block_size(g->batch, g->out_h, lanes);
     j.blocks_per_image = (g->out_h + j.blk_rows - 1) / j.blk_rows;
     j.n_blocks = g->batch * j.blocks_per_image;
