@@ -295,6 +295,15 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
 bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f, int64_t out_c,
                            float *out, tfs_nn_rows_fn rows_fn, void *arg,
                            const tfs_gemm_epi *epi, const float *packed);
+/* Float 3x3 convolution with stride 1 by Winograd's F(2x2, 3x3) (kernels/nn-conv-winograd.c):
+ * whether g (and out_c filter columns, filter_const: a Const's filter) suits it, and the
+ * convolution of in [batch, in_h, in_w, in_c] with the filter tensor f [3, 3, in_c, out_c] into
+ * out [batch, out_h, out_w, out_c], applying epi (NULL: none; its rows are output pixels) to each
+ * value before its store. False, nothing written, when memory runs out. */
+bool tfs__nn_conv2d_winograd_ok(const tfs_nn_geom *g, int64_t out_c, bool filter_const);
+bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_tensor *f,
+                             int64_t out_c, float *out, const tfs_gemm_epi *epi);
+void tfs__nn_winograd_free(void *packed);   /* a tensor's wino_packed; NULL-safe */
 /* Conv2D on k's inputs 0 (input) and 1 (filter) with k's node's attrs (T, strides, padding, ...),
  * with an epilogue on the output [batch * out_h * out_w, out_c]: epi (NULL: none), which the float
  * products apply to each tile as it is final, or else rows_fn (NULL: none), called on each chunk

@@ -412,6 +412,7 @@ void tfs_tensor_unref(tfs_tensor *t)
     if (t->dealloc)
         t->dealloc(t->data, t->dealloc_arg);
     tfs__gemm_packed_free(atomic_load_explicit(&t->gemm_packed, memory_order_acquire));
+    tfs__nn_winograd_free(atomic_load_explicit(&t->wino_packed, memory_order_acquire));
     tfs_free(t);
 }
 

@@ -79,6 +79,8 @@ typedef struct tfs_tensor {
     void              *dealloc_arg;
     void *_Atomic      gemm_packed;   /* a constant's matrix packed for the GEMM (runtime/gemm.c),
                                        * made on first use and freed with the tensor */
+    void *_Atomic      wino_packed;   /* a constant 3x3 filter transformed for Winograd's
+                                       * convolution (runtime/kernels/nn-conv-winograd.c), alike */
 } tfs_tensor;
 
 /* Bytes per element; for DT_STRING sizeof(tfs_string), for DT_RESOURCE sizeof(void *);

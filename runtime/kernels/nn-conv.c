@@ -18,7 +18,8 @@
  * result per row does not depend on how the rows are cut (gemm-impl.h).
  *
  * Float convolutions with dilation 1 and a filter small enough to stay in L2 skip the patches
- * altogether (nn-conv-direct.c decides).
+ * altogether (nn-conv-direct.c decides); 3x3 ones with stride 1 and a Const filter take
+ * Winograd's F(2x2, 3x3) instead where there is work enough (nn-conv-winograd.c).
  *
  * DepthwiseConv2dNative convolves each input channel c with its own filters [kh, kw, c, m] for m in
  * [0, channel_multiplier), writing output channel c * multiplier + m; a direct loop.
@@ -256,13 +257,16 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
                                     ? tfs__nn_conv2d_direct_choice(&g, out_c, f_const != NULL)
                                     : TFS_NN_DIRECT_NONE;
     bool direct_path = choice != TFS_NN_DIRECT_NONE;
+    /* 3x3 with stride 1 and a Const filter: Winograd's F(2x2, 3x3) (nn-conv-winograd.c), 2.25
+     * times fewer multiplications. */
+    bool wino = T == TFS_DTYPE_FLOAT && f_const && tfs__nn_conv2d_winograd_ok(&g, out_c, true);
     tfs_tensor *out = NULL;
     /* Over the added tensor itself where the GEMM writes each element once, after reading the
      * added one: ResNet-50's residual 1x1 layers then read and write their 12.8-25.7 MB at batch
      * 8 in one stream instead of two, 7.4 -> 4.8 ms for 64 -> 256 (in-process A/B). Not on the
-     * direct path, which falls back to the patches (k in blocks, maybe) when its lanes' padded
-     * blocks cannot be allocated. */
-    if (side_input >= 0 && T == TFS_DTYPE_FLOAT && epi && epi->side && !direct_path &&
+     * direct path nor Winograd's, which fall back to the patches (k in blocks, maybe) when their
+     * lanes' buffers cannot be allocated. */
+    if (side_input >= 0 && T == TFS_DTYPE_FLOAT && epi && epi->side && !direct_path && !wino &&
         tfs__sgemm_epi_in_place(kdim))
         out = tfs__kernel_take_input(k, side_input, T, 4, odims);
     if (!out && (rc = (kdim == 0 ? tfs__kernel_output_zeroed : tfs__kernel_output)(
@@ -282,6 +286,13 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
         epi = NULL;
     if (epi)
         rows_fn = NULL;
+    if (wino && tfs__nn_conv2d_winograd(&g, in->data, f, out_c, out->data, epi)) {
+        /* Its blocks of tiles are not runs of output rows: rows_fn (an epilogue the transform
+         * does not apply, such as a batch norm) gets them all at once, after. */
+        if (rows_fn)
+            rows_fn(arg, O, 0, rows, out_c);
+        goto done;
+    }
     if (direct_path) {
         const float *packed = NULL;
         if (choice == TFS_NN_DIRECT_PACKED &&
