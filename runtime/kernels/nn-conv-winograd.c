@@ -62,9 +62,12 @@ bool tfs__nn_conv2d_winograd_ok(const tfs_nn_geom *g, int64_t out_c, bool filter
     /* Too few channels and the products are too short to pay for the transforms. */
     if (g->in_c < CH || out_c < CH)
         return false;
-    /* Tiles enough for every thread to run full 14-row tiles of the kernel. */
+    /* Tiles enough for two full 14-row tiles of the kernel: with fewer, its short tiles (and,
+     * at 7x7, the tiles' pixels that fall outside) waste more than the transforms save.
+     * ResNet-50 at batch 1, 2 threads: its 14x14x256 layers (49 tiles) 1.02 -> 0.59-0.72 ms
+     * each; its 7x7x512 ones (16 tiles) stay direct. */
     int64_t tiles = g->batch * ((g->out_h + 1) / 2) * ((g->out_w + 1) / 2);
-    return tiles >= (int64_t)tfs__parallel_threads() * 28;
+    return tiles >= 28;
 }
 
 /* U for filter f [3, 3, in_c, out_c], in K's panels. */
@@ -137,6 +140,7 @@ typedef struct wino_job {
     float              *out;
     int64_t             out_c, tiles_w, tiles_per_image, n_tiles;
     int64_t             block, n_blocks;   /* tiles per block, blocks */
+    int64_t             panels, n_groups;  /* the products' panels of NR columns, in groups */
     int64_t             ldv, ldm;          /* row strides of V and M (floats) */
     float              *bufs;              /* per lane: V [16][block][ldv], M [16][block][ldm] */
     size_t              buf_floats;
@@ -144,16 +148,24 @@ typedef struct wino_job {
     const tfs_gemm_epi *epi;
 } wino_job;
 
-/* (B^T d) B from s = B^T d, along its columns, into V_0..V_15 (vs floats apart) at v. */
-static inline void transform_rows(float s[4][4][CH], float *v, int64_t vs)
+/* (B^T d) B from s = B^T d, along its columns, into V_0..V_15 (vs floats apart) at v. Each row
+ * is computed into locals, then stored a row at a time: computed straight into V's rows, whose
+ * distinctness GCC cannot tell, it was done a float at a time (ResNet-50's 64-channel layers
+ * spent 1.5 of their 6.1 ms in this transform). */
+static inline void transform_rows(const float s[4][4][CH], float *v, int64_t vs)
 {
     for (int y = 0; y < 4; y++) {
-        float *o = v + (size_t)(y * 4) * (size_t)vs;
+        float r[4][CH];
         for (int l = 0; l < CH; l++) {
-            o[l] = s[y][0][l] - s[y][2][l];
-            o[vs + l] = s[y][1][l] + s[y][2][l];
-            o[2 * vs + l] = s[y][2][l] - s[y][1][l];
-            o[3 * vs + l] = s[y][1][l] - s[y][3][l];
+            r[0][l] = s[y][0][l] - s[y][2][l];
+            r[1][l] = s[y][1][l] + s[y][2][l];
+            r[2][l] = s[y][2][l] - s[y][1][l];
+            r[3][l] = s[y][1][l] - s[y][3][l];
+        }
+        for (int x = 0; x < 4; x++) {
+            float *o = v + (size_t)(y * 4 + x) * (size_t)vs;
+            for (int l = 0; l < CH; l++)
+                o[l] = r[x][l];
         }
     }
 }
@@ -182,7 +194,7 @@ TFS_SIMD_CLONES static void input_tile(const wino_job *j, int64_t ti, float *v, 
                     s[3][x][l] = p1[o + l] - p3[o + l];
                 }
             }
-            transform_rows(s, v + c0, vs);
+            transform_rows((const float(*)[4][CH])s, v + c0, vs);
         }
         return;
     }
@@ -214,7 +226,7 @@ TFS_SIMD_CLONES static void input_tile(const wino_job *j, int64_t ti, float *v, 
                 s[2][x][l] = d[2][x][l] - d[1][x][l];
                 s[3][x][l] = d[1][x][l] - d[3][x][l];
             }
-        transform_rows(s, v + c0, vs);
+        transform_rows((const float(*)[4][CH])s, v + c0, vs);
     }
 }
 
@@ -231,16 +243,16 @@ static inline float epi_value(const tfs_gemm_epi *e, int64_t row, int64_t c, flo
     return x;
 }
 
-/* A^T M A for tile `ti` from row t of each M_i (ms floats apart), the epilogue, and the store
- * of its pixels that lie inside the output. */
+/* A^T M A for tile `ti` from row t of each M_i (ms floats apart), output channels [c_lo, C),
+ * the epilogue, and the store of its pixels that lie inside the output. */
 TFS_SIMD_CLONES static void output_tile(const wino_job *j, int64_t ti, const float *m,
-                                        int64_t ms)
+                                        int64_t ms, int64_t c_lo, int64_t C)
 {
     const tfs_nn_geom *g = j->g;
     int64_t b = ti / j->tiles_per_image, r = ti % j->tiles_per_image;
-    int64_t oy = r / j->tiles_w * 2, ox = r % j->tiles_w * 2, C = j->out_c;
+    int64_t oy = r / j->tiles_w * 2, ox = r % j->tiles_w * 2, oc = j->out_c;
     const tfs_gemm_epi *e = j->epi;
-    for (int64_t c0 = 0; c0 < C; c0 += CH) {
+    for (int64_t c0 = c_lo; c0 < C; c0 += CH) {
         int64_t n = C - c0 < CH ? C - c0 : CH;
         float t[2][4][CH], y[2][2][CH];
         for (int x = 0; x < 4; x++)   /* A^T M: along the rows */
@@ -260,7 +272,7 @@ TFS_SIMD_CLONES static void output_tile(const wino_job *j, int64_t ti, const flo
                 if (oy + dy >= g->out_h || ox + dx >= g->out_w)
                     continue;
                 int64_t row = (b * g->out_h + oy + dy) * g->out_w + ox + dx;
-                float *o = j->out + (size_t)(row * C + c0);
+                float *o = j->out + (size_t)(row * oc + c0);
                 float *v = y[dy][dx];
                 if (n < CH) {   /* the last channels: value by value */
                     for (int64_t l = 0; l < n; l++)
@@ -289,18 +301,19 @@ TFS_SIMD_CLONES static void output_tile(const wino_job *j, int64_t ti, const flo
     }
 }
 
-/* Tiles [t0, t0 + nt): V, the 16 products into M, the output. */
-static void wino_block(const wino_job *j, int64_t t0, int64_t nt, float *V, float *M)
+/* Tiles [t0, t0 + nt), output panels [p0, p1): V, the 16 products into M, the output. */
+static void wino_block(const wino_job *j, int64_t t0, int64_t nt, int64_t p0, int64_t p1,
+                       float *V, float *M)
 {
     const tfs_gemm_kernel *K = j->w->K;
     int64_t vs = j->block * j->ldv, ms = j->block * j->ldm;
     for (int64_t t = 0; t < nt; t++)
         input_tile(j, t0 + t, V + t * j->ldv, vs);
-    int64_t in_c = j->g->in_c, oc = j->out_c, panels = (oc + K->nr - 1) / K->nr;
+    int64_t in_c = j->g->in_c, oc = j->out_c, panels = j->panels;
     tfs_gemm_tile tl = {.a_rs = j->ldv, .a_cs = 1, .kc = in_c, .n_seg = 1, .b_rs = K->nr,
                         .b_padded = true, .ldc = j->ldm, .alpha = 1.0f, .beta = 0.0f};
     for (int i = 0; i < 16; i++)
-        for (int64_t jp = 0; jp < panels; jp++) {
+        for (int64_t jp = p0; jp < p1; jp++) {
             tl.b = j->w->u + (size_t)((i * panels + jp) * in_c * K->nr);
             tl.nr = (int)(oc - jp * K->nr < K->nr ? oc - jp * K->nr : K->nr);
             for (int64_t r = 0; r < nt; r += K->mr) {
@@ -310,8 +323,9 @@ static void wino_block(const wino_job *j, int64_t t0, int64_t nt, float *V, floa
                 K->fn(&tl);
             }
         }
+    int64_t c_hi = p1 * K->nr < oc ? p1 * K->nr : oc;
     for (int64_t t = 0; t < nt; t++)
-        output_tile(j, t0 + t, M + t * j->ldm, ms);
+        output_tile(j, t0 + t, M + t * j->ldm, ms, p0 * K->nr, c_hi);
 }
 
 static void wino_lanes(void *arg, int64_t l0, int64_t l1)
@@ -321,12 +335,14 @@ static void wino_lanes(void *arg, int64_t l0, int64_t l1)
         float *V = j->bufs + (size_t)l * j->buf_floats;
         float *M = V + (size_t)(16 * j->block * j->ldv);
         for (;;) {
-            int64_t blk = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-            if (blk >= j->n_blocks)
+            int64_t w = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+            if (w >= j->n_blocks * j->n_groups)
                 break;
+            int64_t blk = w / j->n_groups, grp = w % j->n_groups;
             int64_t t0 = blk * j->block;
             int64_t nt = j->n_tiles - t0 < j->block ? j->n_tiles - t0 : j->block;
-            wino_block(j, t0, nt, V, M);
+            wino_block(j, t0, nt, grp * j->panels / j->n_groups,
+                       (grp + 1) * j->panels / j->n_groups, V, M);
         }
     }
 }
@@ -350,7 +366,6 @@ bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_te
                   .ldm = row_stride(out_c)};
     j.tiles_per_image = (g->out_h + 1) / 2 * j.tiles_w;
     j.n_tiles = g->batch * j.tiles_per_image;
-    /* As many blocks per lane as each lane gets alike, each as large as that allows. */
     int64_t lanes = tfs__parallel_threads();
     /* Each block reads all of U: with a U past L2 (in_c * out_c * 64 bytes), from L3 or memory
      * once per block, so blocks grow with it, up to 4 x BLOCK_TILES (ResNet-50's 512-channel
@@ -358,12 +373,27 @@ bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_te
     double u_bytes = 64.0 * (double)g->in_c * (double)out_c;
     int64_t most = u_bytes >= 8e6 ? 4 * BLOCK_TILES : u_bytes >= 2e6 ? 2 * BLOCK_TILES
                                                                      : BLOCK_TILES;
-    int64_t per_lane = (j.n_tiles + lanes * most - 1) / (lanes * most);
-    j.n_blocks = lanes * per_lane;
+    j.panels = (out_c + w->K->nr - 1) / w->K->nr;
+    j.n_groups = 1;
+    if (j.n_tiles >= lanes * most) {
+        /* As many blocks per lane as each lane gets alike, each as large as that allows. */
+        int64_t per_lane = (j.n_tiles + lanes * most - 1) / (lanes * most);
+        j.n_blocks = lanes * per_lane;
+    } else {
+        /* Too few tiles for a full block per lane: fewer blocks, whose output channels the
+         * lanes share (each transforms the block's input: that costs less than every lane
+         * reading all of U). ResNet-50 at batch 1: its 14x14x256 layers, 49 tiles, one block
+         * on both lanes (above); at batch 8 its 7x7x512 ones, 128 tiles, 6.1 ms either way,
+         * with U (16.8 MB) read once instead of once per lane. */
+        j.n_blocks = (j.n_tiles + most - 1) / most;
+        j.n_groups = (lanes + j.n_blocks - 1) / j.n_blocks;
+        if (j.n_groups > j.panels)
+            j.n_groups = j.panels;
+    }
     j.block = (j.n_tiles + j.n_blocks - 1) / j.n_blocks;
     j.n_blocks = (j.n_tiles + j.block - 1) / j.block;
-    if (lanes > j.n_blocks)
-        lanes = j.n_blocks;
+    if (lanes > j.n_blocks * j.n_groups)
+        lanes = j.n_blocks * j.n_groups;
     j.buf_floats = (size_t)(16 * j.block * (j.ldv + j.ldm));
     atomic_init(&j.next, 0);
     if (!(j.bufs = tfs_malloc((size_t)lanes * j.buf_floats * sizeof(float))))

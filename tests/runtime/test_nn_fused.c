@@ -436,7 +436,8 @@ END_TEST
 /* 3x3 convolutions with stride 1 and a Const filter take Winograd's F(2x2, 3x3) when there are
  * tiles enough for the threads (nn-conv-winograd.c), against the same float64 loops: the
  * epilogue in its output transform (bias, added tensor, Relu, Relu6) or in a pass after it
- * (batch norm, Elu); odd output sizes (tiles half outside), channels not a multiple of 16. Within
+ * (batch norm, Elu); odd output sizes (tiles half outside), channels not a multiple of 16, few
+ * tiles (the lanes then split the output channels, not the tiles). Within
  * the same 1e-6 of the products' magnitudes as the other paths, though the transforms round
  * differently. */
 START_TEST(test_fused_conv_winograd)
@@ -445,6 +446,8 @@ START_TEST(test_fused_conv_winograd)
         {2, 28, 30, 32, 3, 48, 1, "SAME", false, A_RELU},
         {3, 21, 19, 20, 3, 17, 1, "VALID", true, A_RELU6},
         {2, 15, 16, 16, 3, 20, 1, "SAME", false, A_RELU6},
+        /* 56 tiles: with 2 or more threads, the lanes share the output channels */
+        {1, 13, 15, 24, 3, 70, 1, "SAME", false, A_RELU},
         {2, 15, 16, 16, 3, 32, 1, "SAME", false, A_ELU},
     };
     static const add_case adds[] = {
