@@ -10,10 +10,10 @@
  * transformed filter. So 16 * in_c * out_c multiply-adds per 4 output pixels instead of
  * 9 * 4 * in_c * out_c: 2.25 times fewer, done by the GEMM's micro-kernel (gemm-impl.h) at its
  * speed, for a pass of transforms on either side that costs far less (additions only, the
- * filter's done once). ResNet-50 on 2 threads (in-process profile, 30 runs): its stride-1 3x3
- * layers at batch 8 8.1-8.9 -> 5.0-6.4 ms each (64 channels 6.4, 128 5.5, 256 5.0-5.3, 512
- * 5.8-5.9); the whole net 0.305 -> 0.268 s at batch 8, 2.48 -> 2.25 s at batch 64, 39-41 ->
- * 36.9 ms at batch 1.
+ * filter's done once). ResNet-50 on 2 threads (in-process profile, 20-30 runs): its stride-1 3x3
+ * layers at batch 8 8.2-8.9 -> 4.6-6.1 ms each (64 channels 5.5-5.6, 128 5.2-5.3, 256
+ * 4.6-4.8, 512 6.1); bench/infer_vs_peers.sh's p50 per run at batch 1, 8 and 64 40.3, 309 and
+ * 2475 ms -> 34, 269 and 2126 ms.
  *   U is made once per filter, on first use, and kept on the filter's tensor (wino_packed), already
  * cut into the kernel's zero-padded panels of NR columns: [16][panel][in_c][NR]. The tiles are
  * done in blocks of at most BLOCK_TILES, which lanes (one per thread) claim from a counter; a lane
@@ -170,8 +170,7 @@ static inline void transform_rows(const float s[4][4][CH], float *v, int64_t vs)
     }
 }
 
-/* B^T d B for tile `ti` (its patch's channels [c0, c0 + n)), into row t of each V_i (V_i
- * vs floats apart). */
+/* B^T d B for tile `ti`, every input channel, into v: its row of V_0, V_1 vs floats on, ... */
 TFS_SIMD_CLONES static void input_tile(const wino_job *j, int64_t ti, float *v, int64_t vs)
 {
     const tfs_nn_geom *g = j->g;
