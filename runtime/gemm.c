@@ -501,15 +501,7 @@ static const packed_b *constant_b(gemm *g, const tfs_tensor *owner, int64_t unit
         packed_b *mine = pack_all(g, units_n);
         if (!mine)
             return NULL;
-        void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&t->gemm_packed, &expected, mine,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            p = mine;
-        } else {
-            tfs__gemm_packed_free(mine);   /* another thread kept its copy first */
-            p = expected;
-        }
+        p = tfs__tensor_cache_keep(&t->gemm_packed, mine, tfs__gemm_packed_free);
     }
     bool same = p->K == g->K && p->tb == g->tb && p->b == g->B && p->k == g->k && p->n == g->n &&
                 p->ldb == g->ldb && p->kcs == g->kcs;

@@ -299,7 +299,8 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
  * whether g (and out_c filter columns, filter_const: a Const's filter) suits it, and the
  * convolution of in [batch, in_h, in_w, in_c] with the filter tensor f [3, 3, in_c, out_c] into
  * out [batch, out_h, out_w, out_c], applying epi (NULL: none; its rows are output pixels) to each
- * value before its store. False, nothing written, when memory runs out. */
+ * value before its store. False, nothing written, when memory runs out or f's tensor keeps a
+ * transform made for another micro-kernel (tests that switch kernels). */
 bool tfs__nn_conv2d_winograd_ok(const tfs_nn_geom *g, int64_t out_c, bool filter_const);
 bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_tensor *f,
                              int64_t out_c, float *out, const tfs_gemm_epi *epi);
@@ -419,6 +420,10 @@ const float *tfs__gemm_whole_k_panels(const tfs_tensor *b_const, const float *b,
                                       int64_t n);
 /* Frees what tfs__sgemm_const_b kept on a tensor (tensor.c, when the tensor goes). NULL-safe. */
 void tfs__gemm_packed_free(void *packed);
+/* A const tensor's cache slot (gemm_packed, wino_packed): stores `mine` there unless the slot
+ * holds a value already, and returns what it holds then: mine, or another thread's, first (mine
+ * then freed with free_fn). (runtime/tensor.c) */
+void *tfs__tensor_cache_keep(void *_Atomic *slot, void *mine, void (*free_fn)(void *));
 /* Whether input i of k's node is the tensor a Const holds (not a value fed in its place): one
  * that never changes, which tfs__sgemm_const_b may keep packed (kernels/array.c). */
 bool tfs__input_is_const(const tfs_kernel_ctx *k, int i);

@@ -416,6 +416,16 @@ void tfs_tensor_unref(tfs_tensor *t)
     tfs_free(t);
 }
 
+void *tfs__tensor_cache_keep(void *_Atomic *slot, void *mine, void (*free_fn)(void *))
+{
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(slot, &expected, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    free_fn(mine);   /* another thread kept its copy first */
+    return expected;
+}
+
 bool tfs_tensor_exclusive(const tfs_tensor *t)
 {
     if (!t || atomic_load_explicit(&((tfs_tensor *)t)->refs, memory_order_acquire) != 1)

@@ -119,15 +119,7 @@ static const wino_filter *kept_filter(const tfs_tensor *ft, int64_t in_c, int64_
         wino_filter *mine = make_filter(K, ft->data, in_c, out_c);
         if (!mine)
             return NULL;
-        void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&t->wino_packed, &expected, mine,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            w = mine;
-        } else {
-            tfs__nn_winograd_free(mine);   /* another thread kept its copy first */
-            w = expected;
-        }
+        w = tfs__tensor_cache_keep(&t->wino_packed, mine, tfs__nn_winograd_free);
     }
     bool same = w->K == K && w->f == ft->data && w->in_c == in_c && w->out_c == out_c;
     return same ? w : NULL;
