@@ -249,10 +249,12 @@ END_TEST
 
 /* Conv2D with a Const's filter over a quarter of L2 (1.15 MB): the direct path reads it from the
  * packed copy kept on the Const's tensor (nn-conv-direct.c), with 200 columns (a zero-padded last
- * panel), stride 1 and 2, and rows shorter than the kernel's MR (27 of them), twice per case (the
+ * panel), stride 1 and 2, and rows shorter than the kernel's MR (16 of them), twice per case (the
  * second run reads the kept copy), on every kernel set, against float64. The same Const also
  * feeds a convolution with short rows too few for the direct path (6), whose GEMM packs k in
- * blocks: the tensor keeps one layout, and the other op must not read it as its own. */
+ * blocks: the tensor keeps one layout, and the other op must not read it as its own. The stride-1
+ * cases have fewer than 28 tiles of 2x2 pixels, too few for Winograd's path, but the last, which
+ * takes it (nn-conv-winograd.c): its transformed filter in each kernel set's panels. */
 START_TEST(test_nn_conv2d_direct_packed_filter)
 {
     int64_t fd[4] = {3, 3, 160, 200}, narrow[4] = {1, 6, 8, 160};
@@ -260,9 +262,10 @@ START_TEST(test_nn_conv2d_direct_packed_filter)
         int64_t x[4];
         conv_case c;
     } cases[] = {
-        {{2, 5, 16, 160}, {"SAME", {0}, 1, 1, 1, 1}},
+        {{1, 5, 16, 160}, {"SAME", {0}, 1, 1, 1, 1}},
         {{1, 9, 33, 160}, {"VALID", {0}, 2, 2, 1, 1}},
-        {{9, 3, 5, 160}, {"SAME", {0}, 1, 1, 1, 1}},   /* rows shorter than MR (but C's 4) */
+        {{16, 3, 4, 160}, {"VALID", {0}, 1, 1, 1, 1}},   /* rows of 2, shorter than any MR */
+        {{2, 5, 16, 160}, {"SAME", {0}, 1, 1, 1, 1}},    /* 48 tiles: Winograd's path */
     };
     const conv_case same = {"SAME", {0}, 1, 1, 1, 1};
     int tried = 0;
