@@ -23,8 +23,9 @@
  *   Rounding: each output is the same sum as the direct path's, computed through the transforms,
  * so it differs from it (and from TensorFlow's) by rounding: within 1e-6 of the sum of the
  * products' magnitudes against a float64 reference in test-runtime, as the other paths are, and
- * ResNet-50's outputs 6-9e-7 of their largest from PyTorch's and ONNX Runtime's. F(2x2, 3x3)'s
- * transforms have coefficients 0, +-1 and 1/2 only, the most accurate of the family.
+ * ResNet-50's outputs 4.7e-7-8.5e-7 of their largest from PyTorch's and ONNX Runtime's.
+ * F(2x2, 3x3)'s transforms have coefficients 0, +-1 and 1/2 only, the most accurate of its
+ * family.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -360,7 +361,8 @@ bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_te
     int64_t lanes = tfs__parallel_threads();
     /* Each block reads all of U: with a U past L2 (in_c * out_c * 64 bytes), from L3 or memory
      * once per block, so blocks grow with it, up to 4 x BLOCK_TILES (ResNet-50's 512-channel
-     * layers, U 16.8 MB, at batch 8 6.1 -> 5.85 ms with one block per lane instead of two). */
+     * layers, U 16.8 MB, at batch 8: 6.1 -> 5.85 ms with one block per lane instead of two,
+     * before the lanes could share a block; they now do, below). */
     double u_bytes = 64.0 * (double)g->in_c * (double)out_c;
     int64_t most = u_bytes >= 8e6 ? 4 * BLOCK_TILES : u_bytes >= 2e6 ? 2 * BLOCK_TILES
                                                                      : BLOCK_TILES;
