@@ -28,6 +28,23 @@
 
 #include "runtime/runtime-impl.h"
 
+/* The epilogue on one value x of C: the bias, the added value (side: NULL for none; adding 0
+ * instead would turn -0 into +0), the activation. The one scalar copy of its expressions, for
+ * gemm.c's plain paths and the last channels of Winograd's output transform (the SIMD kernels
+ * vectorize them; nn-fused.c's epilogue also covers batch norm and more activations). */
+static inline float tfs__gemm_epi_value(float x, float bias, const float *side,
+                                        enum tfs_gemm_act act)
+{
+    x = x + bias;
+    if (side)
+        x = x + *side;
+    if (act == TFS_GEMM_ACT_RELU)
+        x = x < 0 ? 0.0f : x;
+    else if (act == TFS_GEMM_ACT_RELU6)
+        x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
+    return x;
+}
+
 typedef struct tfs_gemm_tile {
     const float *a;        /* A(r, p) = a[r * a_rs + p * a_cs]; one of a_rs, a_cs is 1 */
     const float *b;        /* B(p, j) = b[p * b_rs + j], j < nr */

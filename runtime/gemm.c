@@ -64,22 +64,6 @@
 
 enum { C_MR = 4, C_NR = 16 };
 
-/* The epilogue (gemm-impl.h) on one value x of C: the bias, the added value (side: NULL for
- * none; adding 0 instead would turn -0 into +0), the activation. This file's one copy of its
- * expressions (the SIMD kernels vectorize them; nn-fused.c's epilogue also covers batch norm and
- * more activations). */
-static inline float epi_value(float x, float bias, const float *side, enum tfs_gemm_act act)
-{
-    x = x + bias;
-    if (side)
-        x = x + *side;
-    if (act == TFS_GEMM_ACT_RELU)
-        x = x < 0 ? 0.0f : x;
-    else if (act == TFS_GEMM_ACT_RELU6)
-        x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
-    return x;
-}
-
 /* The epilogue on a block of C in place, a row at a time: the product's when no kernel runs
  * (k = 0, or no workspace for a transposed B). */
 static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side, int64_t ld_side,
@@ -89,8 +73,8 @@ static void epi_rows(float *c, int64_t ldc, const float *bias, const float *side
         return;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < cols; j++)
-            c[r * ldc + j] = epi_value(c[r * ldc + j], bias[j],
-                                       side ? side + r * ld_side + j : NULL, act);
+            c[r * ldc + j] = tfs__gemm_epi_value(c[r * ldc + j], bias[j],
+                                                 side ? side + r * ld_side + j : NULL, act);
 }
 
 /* epi on the rows x cols block at c whose first element is C(i0, j0). */
@@ -138,7 +122,7 @@ static void kernel_c(const tfs_gemm_tile *t)
             if (t->beta != 0.0f)
                 x = t->alpha * acc[r][j] + t->beta * c[j];
             if (t->bias)
-                x = epi_value(x, t->bias[j], side ? side + j : NULL, t->act);
+                x = tfs__gemm_epi_value(x, t->bias[j], side ? side + j : NULL, t->act);
             c[j] = x;
         }
     }

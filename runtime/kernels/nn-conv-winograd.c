@@ -222,19 +222,6 @@ TFS_SIMD_CLONES static void input_tile(const wino_job *j, int64_t ti, float *v, 
     }
 }
 
-/* The epilogue on value x of output pixel `row`, channel c. */
-static inline float epi_value(const tfs_gemm_epi *e, int64_t row, int64_t c, float x)
-{
-    x = x + e->bias[c];
-    if (e->side)
-        x = x + e->side[row * e->ld_side + c];
-    if (e->act == TFS_GEMM_ACT_RELU)
-        x = x < 0 ? 0.0f : x;
-    else if (e->act == TFS_GEMM_ACT_RELU6)
-        x = x < 0 ? 0.0f : x > 6 ? 6.0f : x;
-    return x;
-}
-
 /* A^T M A for tile `ti` from row t of each M_i (ms floats apart), output channels [c_lo, C),
  * the epilogue, and the store of its pixels that lie inside the output. */
 TFS_SIMD_CLONES static void output_tile(const wino_job *j, int64_t ti, const float *m,
@@ -267,8 +254,11 @@ TFS_SIMD_CLONES static void output_tile(const wino_job *j, int64_t ti, const flo
                 float *o = j->out + (size_t)(row * oc + c0);
                 float *v = y[dy][dx];
                 if (n < CH) {   /* the last channels: value by value */
+                    const float *side = e && e->side ? e->side + row * e->ld_side + c0 : NULL;
                     for (int64_t l = 0; l < n; l++)
-                        o[l] = e ? epi_value(e, row, c0 + l, v[l]) : v[l];
+                        o[l] = e ? tfs__gemm_epi_value(v[l], e->bias[c0 + l],
+                                                       side ? side + l : NULL, e->act)
+                                 : v[l];
                     continue;
                 }
                 if (e) {   /* tfs_gemm_epi's order: bias, added value, activation */

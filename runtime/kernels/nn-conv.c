@@ -259,7 +259,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     bool direct_path = choice != TFS_NN_DIRECT_NONE;
     /* 3x3 with stride 1 and a Const filter: Winograd's F(2x2, 3x3) (nn-conv-winograd.c), 2.25
      * times fewer multiplications. */
-    bool wino = T == TFS_DTYPE_FLOAT && f_const && tfs__nn_conv2d_winograd_ok(&g, out_c, true);
+    bool wino = T == TFS_DTYPE_FLOAT && tfs__nn_conv2d_winograd_ok(&g, out_c, f_const != NULL);
     tfs_tensor *out = NULL;
     /* Over the added tensor itself where the GEMM writes each element once, after reading the
      * added one: ResNet-50's residual 1x1 layers then read and write their 12.8-25.7 MB at batch
