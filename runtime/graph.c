@@ -36,8 +36,10 @@ tfs_graph *tfs_graph_ref(tfs_graph *g)
     return g;
 }
 
-static void attr_value_clear(tfs_attr_value *v)
+void tfs_attr_value_clear(tfs_attr_value *v)
 {
+    if (!v)
+        return;
     switch (v->kind) {
     case TFS_ATTR_S:
         tfs_free(v->s.data);
@@ -76,7 +78,7 @@ static void node_clear(tfs_node *n)
     tfs_free(n->ctrl);
     for (int i = 0; i < n->n_attrs; i++) {
         tfs_free(n->attr_names[i]);
-        attr_value_clear(&n->attrs[i]);
+        tfs_attr_value_clear(&n->attrs[i]);
     }
     tfs_free(n->attr_names);
     tfs_free(n->attrs);
@@ -377,7 +379,7 @@ static bool attr_value_copy(tfs_attr_value *dst, const tfs_attr_value *src)
         break;
     }
     if (!ok)
-        attr_value_clear(dst);
+        tfs_attr_value_clear(dst);
     return ok;
 }
 
@@ -403,7 +405,7 @@ void tfs_graph_set_attr(tfs_graph *g, int node, const char *name, const tfs_attr
     }
     for (int i = 0; i < n->n_attrs; i++) {
         if (!strcmp(n->attr_names[i], name)) {
-            attr_value_clear(&n->attrs[i]);
+            tfs_attr_value_clear(&n->attrs[i]);
             n->attrs[i] = copy;
             return;
         }
@@ -416,7 +418,7 @@ void tfs_graph_set_attr(tfs_graph *g, int node, const char *name, const tfs_attr
         names ? tfs_realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *attrs) : NULL;
     if (!attrs) {
         tfs_free(nm);
-        attr_value_clear(&copy);
+        tfs_attr_value_clear(&copy);
         OOM(g, "adding an attribute");
         return;
     }

@@ -76,6 +76,9 @@ typedef struct tfs_attr_value {
     };
 } tfs_attr_value;
 
+/* Frees what v owns (strings, tensors, lists) and zeroes it; NULL is fine. */
+void tfs_attr_value_clear(tfs_attr_value *v);
+
 enum tfs_code tfs_graph_new(tfs_graph **out, tfs_status *st);
 tfs_graph    *tfs_graph_ref(tfs_graph *g);
 void          tfs_graph_unref(tfs_graph *g);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const struct tfs_op_def tfs__ops[TFS_OP_COUNT] = {
-#define TFS_OP(e, name, kernel, nout, flags) [TFS_OP_##e] = {name, kernel, nout, flags},
+#define TFS_OP(e, name, kernel, nout, flags, sig) [TFS_OP_##e] = {name, kernel, nout, flags},
 #include "runtime/ops.def"
 #undef TFS_OP
 };

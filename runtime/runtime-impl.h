@@ -193,13 +193,13 @@ struct tfs_op_def {
 };
 
 enum tfs_op {
-#define TFS_OP(e, name, kernel, nout, flags) TFS_OP_##e,
+#define TFS_OP(e, name, kernel, nout, flags, sig) TFS_OP_##e,
 #include "runtime/ops.def"
 #undef TFS_OP
     TFS_OP_COUNT
 };
 
-#define TFS_OP(e, name, kernel, nout, flags) \
+#define TFS_OP(e, name, kernel, nout, flags, sig) \
     enum tfs_code kernel(tfs_kernel_ctx *k, tfs_status *st);
 #include "runtime/ops.def"
 #undef TFS_OP

@@ -16,6 +16,7 @@
 #include "runtime/build.h"
 #include "runtime/device.h"
 #include "runtime/graph.h"
+#include "runtime/op-signature.h"
 #include "runtime/log.h"
 #include "runtime/rewrite.h"
 #include "runtime/session.h"

@@ -133,6 +133,14 @@ enum tfs_dtype tfs_dtype_from_name(const char *name)
     return TFS_DTYPE_INVALID;
 }
 
+enum tfs_dtype tfs_dtype_from_short_name(const char *name)
+{
+    for (int dt = 1; name && dt < TFS_DTYPE_COUNT; dt++)
+        if (!strcmp(name, dtypes[dt].short_name))
+            return (enum tfs_dtype)dt;
+    return TFS_DTYPE_INVALID;
+}
+
 /* ---- shapes --------------------------------------------------------------------------------- */
 
 int64_t tfs_shape_nelem(int rank, const int64_t *dims)

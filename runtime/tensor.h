@@ -94,6 +94,8 @@ const char *tfs_dtype_short_name(enum tfs_dtype dt);
 enum tfs_dtype tfs_dtype_base(enum tfs_dtype dt);
 /* Parses "DT_FLOAT" (and "DT_FLOAT_REF"); returns TFS_DTYPE_INVALID when unknown. */
 enum tfs_dtype tfs_dtype_from_name(const char *name);
+/* Parses a short name ("float", "int64"); TFS_DTYPE_INVALID when unknown. */
+enum tfs_dtype tfs_dtype_from_short_name(const char *name);
 
 /* A new zero-filled tensor (string elements empty). Fails with INVALID_ARGUMENT for a negative
  * dim or rank out of [0, TFS_MAX_RANK], UNIMPLEMENTED for a dtype of size 0, RESOURCE_EXHAUSTED when

@@ -11,9 +11,14 @@
  *                     with control inputs on F's `control_ret` nodes, so fetching C:k or running ^C
  *                     behaves as the call did.
  * Function bodies name tensors "node:out_arg:index"; the flat output index is found from the op's
- * OpDef (stripped_op_list) or the called function's signature, counting list-valued args by their
- * number_attr / type_list_attr. Attrs equal to their OpDef default may have been stripped on save
- * (stripped_default_attrs); they are put back from the same OpDefs.
+ * signature in the runtime's op registry (runtime/op-signature.h, TensorFlow's OpDef facts) or the
+ * called function's signature, counting list-valued args by their number_attr / type_list_attr.
+ * Attrs equal to their default may have been stripped on save (strip_default_attrs); they are put
+ * back from the same registry, in the graph and in every function body. Like TensorFlow, the
+ * importer does not need the model's stripped_op_list, which often leaves out the ops of function
+ * bodies; it is read only for ops tfserve does not implement, so that their outputs still resolve
+ * where no signature runs them. An op that neither describes imports as it is (it cannot run);
+ * the loader fails the version, naming every such op, when anything it runs needs one.
  *
  * Functional control flow (While, StatelessWhile, If, StatelessIf) cannot be inlined: its bodies
  * run a data-dependent number of times. Such a node is imported as it is, and each function its
@@ -126,16 +131,77 @@ static int64_t attr_list_len_or_default(const Tensorflow__NodeDef *nd, const Ten
     return (int64_t)v->list->n_type;
 }
 
+/* The same two for an op of the runtime's registry. */
+static int64_t sig_int_or_default(const Tensorflow__NodeDef *nd, const tfs_op_signature *sig,
+                                  const char *name)
+{
+    const Tensorflow__AttrValue *v = node_attr(nd, name);
+    if (v)
+        return v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_I ? v->i : -1;
+    const tfs_op_attr *a = tfs_op_signature_attr(sig, name);
+    return a && a->has_default && a->default_value.kind == TFS_ATTR_I ? a->default_value.i : -1;
+}
+
+static int64_t sig_list_len_or_default(const Tensorflow__NodeDef *nd, const tfs_op_signature *sig,
+                                       const char *name)
+{
+    const Tensorflow__AttrValue *v = node_attr(nd, name);
+    if (v) {
+        if (v->value_case != TENSORFLOW__ATTR_VALUE__VALUE_LIST || !v->list)
+            return 0;
+        return (int64_t)v->list->n_type;
+    }
+    const tfs_op_attr *a = tfs_op_signature_attr(sig, name);
+    return a && a->has_default && a->default_value.kind == TFS_ATTR_LIST ? a->default_value.list.n
+                                                                         : -1;
+}
+
+/* Flat output index of `arg`:`idx` from the registry's signature of nd's op: OK, NOT_FOUND when
+ * it has no output `arg`, another error when a count is missing or idx is out of range. */
+static enum tfs_code sig_output_index(const tfs_op_signature *sig, const Tensorflow__NodeDef *nd,
+                                      const char *arg, int64_t idx, int64_t *out, tfs_status *st)
+{
+    int64_t offset = 0;
+    for (int i = 0; i < sig->n_outputs; i++) {
+        const tfs_op_arg *a = &sig->outputs[i];
+        int64_t count = 1;
+        if (a->number_attr)
+            count = sig_int_or_default(nd, sig, a->number_attr);
+        else if (a->type_list_attr)
+            count = sig_list_len_or_default(nd, sig, a->type_list_attr);
+        if (count < 0)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': cannot size output list '%s'",
+                           nd->name, a->name);
+        if (!strcmp(a->name, arg)) {
+            if (idx < 0 || idx >= count)
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': output '%s:%lld' out of range",
+                               nd->name, arg, (long long)idx);
+            *out = offset + idx;
+            return TFS_OK;
+        }
+        offset += count;
+    }
+    return TFS_ERR(st, TFS_NOT_FOUND, "node '%s': op %s has no output named '%s'", nd->name,
+                   nd->op, arg);
+}
+
 /* Flat output index of `arg`:`idx` of body node nd. */
 static enum tfs_code output_index(const importer *im, const Tensorflow__NodeDef *nd,
                                   const char *arg, int64_t idx, int64_t *out, tfs_status *st)
 {
     const Tensorflow__FunctionDef *callee = find_function(im, nd->op);
+    const tfs_op_signature *sig = callee ? NULL : tfs_op_signature_find(nd->op);
+    if (sig)
+        return sig_output_index(sig, nd, arg, idx, out, st);
     const Tensorflow__OpDef *od = callee ? callee->signature : find_opdef(im, nd->op);
-    if (!od)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
-                       "node '%s': op %s is not described in the model's stripped_op_list, so "
-                       "output '%s:%lld' cannot be resolved", nd->name, nd->op, arg, (long long)idx);
+    if (!od) {
+        /* An op that neither tfserve nor the model describes: it cannot run, so which output
+         * this is matters only to graph parts that never run (a SavedModel's save function, with
+         * SaveV2 and StringJoin). The loader names the op if a signature, the restore or the
+         * init op needs it. */
+        *out = idx;
+        return TFS_OK;
+    }
     int64_t offset = 0;
     for (size_t i = 0; i < od->n_output_arg; i++) {
         const Tensorflow__OpDef__ArgDef *a = od->output_arg[i];
@@ -224,7 +290,8 @@ static int add_node(importer *im, const char *name, const char *op, tfs_status *
     return id;
 }
 
-/* Copies nd's attrs, then the OpDef defaults it lacks. */
+/* Copies nd's attrs, then the defaults it lacks: from the registry for ops tfserve implements,
+ * else from the model's stripped_op_list. */
 static enum tfs_code copy_attrs(importer *im, int id, const Tensorflow__NodeDef *nd, tfs_status *st)
 {
     for (size_t i = 0; i < nd->n_attr; i++) {
@@ -232,9 +299,13 @@ static enum tfs_code copy_attrs(importer *im, int id, const Tensorflow__NodeDef 
         if (tfs__attr_from_proto(nd->attr[i]->value, &v, st) != TFS_OK)
             return tfs_status_prefix(st, "node '%s' attr '%s'", nd->name, nd->attr[i]->key);
         tfs_graph_set_attr(im->g, id, nd->attr[i]->key, &v);
-        tfs__attr_value_clear(&v);
+        tfs_attr_value_clear(&v);
     }
-    const Tensorflow__OpDef *od = find_opdef(im, nd->op);
+    const tfs_op_signature *sig = tfs_op_signature_find(nd->op);
+    for (int i = 0; sig && i < sig->n_attrs; i++)
+        if (sig->attrs[i].has_default && !node_attr(nd, sig->attrs[i].name))
+            tfs_graph_set_attr(im->g, id, sig->attrs[i].name, &sig->attrs[i].default_value);
+    const Tensorflow__OpDef *od = sig ? NULL : find_opdef(im, nd->op);
     for (size_t i = 0; od && i < od->n_attr; i++) {
         const Tensorflow__OpDef__AttrDef *ad = od->attr[i];
         if (!ad->default_value || node_attr(nd, ad->name))
@@ -243,7 +314,7 @@ static enum tfs_code copy_attrs(importer *im, int id, const Tensorflow__NodeDef 
         if (tfs__attr_from_proto(ad->default_value, &v, st) != TFS_OK)
             return tfs_status_prefix(st, "op %s default of attr '%s'", nd->op, ad->name);
         tfs_graph_set_attr(im->g, id, ad->name, &v);
-        tfs__attr_value_clear(&v);
+        tfs_attr_value_clear(&v);
     }
     return TFS_OK;
 }

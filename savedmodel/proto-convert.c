@@ -132,33 +132,6 @@ fail:
     return st ? st->code : TFS_INTERNAL;
 }
 
-void tfs__attr_value_clear(tfs_attr_value *v)
-{
-    if (!v)
-        return;
-    switch (v->kind) {
-    case TFS_ATTR_S:      tfs_free(v->s.data); break;
-    case TFS_ATTR_TENSOR: tfs_tensor_unref(v->tensor); break;
-    case TFS_ATTR_FUNC:   tfs_free(v->func); break;
-    case TFS_ATTR_LIST: {
-        tfs_attr_list *l = &v->list;
-        for (int i = 0; i < l->n; i++) {
-            if (l->kind == TFS_ATTR_S)
-                tfs_free(l->s[i].data);
-            else if (l->kind == TFS_ATTR_TENSOR)
-                tfs_tensor_unref(l->tensor[i]);
-            else if (l->kind == TFS_ATTR_FUNC)
-                tfs_free(l->func[i]);
-        }
-        tfs_free(l->s);   /* every member of the union is the same array pointer */
-        break;
-    }
-    default:
-        break;
-    }
-    memset(v, 0, sizeof *v);
-}
-
 static enum tfs_code list_from_proto(const Tensorflow__AttrValue__ListValue *p, tfs_attr_list *l,
                                      tfs_status *st)
 {
@@ -271,7 +244,7 @@ enum tfs_code tfs__attr_from_proto(const Tensorflow__AttrValue *p, tfs_attr_valu
         break;
     }
     if (rc != TFS_OK)
-        tfs__attr_value_clear(out);
+        tfs_attr_value_clear(out);
     return rc;
 }
 

@@ -26,10 +26,9 @@ enum tfs_code tfs__tensor_from_proto(const Tensorflow__TensorProto *p, tfs_tenso
 enum tfs_code tfs__shape_from_proto(const Tensorflow__TensorShapeProto *p, tfs_shape *out,
                                     tfs_status *st);
 /* AttrValue -> attr value. The result's arrays and tensors are owned by *out; release with
- * tfs__attr_value_clear. */
+ * tfs_attr_value_clear. */
 enum tfs_code tfs__attr_from_proto(const Tensorflow__AttrValue *p, tfs_attr_value *out,
                                    tfs_status *st);
-void tfs__attr_value_clear(tfs_attr_value *v);
 
 /* tensor -> TensorProto (numeric: tensor_content; strings: string_val). The message and everything
  * it points to are allocated with tfs_malloc; free with tfs__tensor_proto_free. */

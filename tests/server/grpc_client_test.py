@@ -36,6 +36,7 @@ def check(cond, what):
     else:
         FAILED += 1
         print("FAIL: " + what, flush=True)
+    return cond
 
 
 def close(a, b, tol=1e-6):
