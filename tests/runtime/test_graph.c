@@ -301,6 +301,91 @@ START_TEST(test_graph_build_under_allocation_failures)
 }
 END_TEST
 
+/* The op registry's parser reads TensorFlow's REGISTER_OP syntax (runtime/ops.def). */
+START_TEST(test_op_signature_parse)
+{
+    tfs_op_signature *sig;
+    tfs_status st;
+    ck_assert_int_eq(tfs_op_signature_parse(
+                         "ConcatV2", "values: N * T, axis: Tidx -> output: T; N: int >= 2; "
+                         "T: type; Tidx: {int32, int64} = int32; s: list(shape) = [?, [2, -1]]; "
+                         "p: {'SAME', 'VALID'} = 'SAME'; f: float = 0.0001; r: list(int) = []",
+                         &sig, &st), TFS_OK);
+    ck_assert_int_eq(sig->n_inputs, 2);
+    ck_assert_str_eq(sig->inputs[0].number_attr, "N");
+    ck_assert_str_eq(sig->inputs[0].type_attr, "T");
+    ck_assert_str_eq(sig->inputs[1].type_attr, "Tidx");
+    ck_assert_int_eq(sig->n_outputs, 1);
+    ck_assert_int_eq(sig->n_attrs, 7);
+    ck_assert(sig->attrs[0].has_minimum && sig->attrs[0].minimum == 2);
+    const tfs_op_attr *tidx = tfs_op_signature_attr(sig, "Tidx");
+    ck_assert_str_eq(tidx->type, "type");
+    ck_assert(tidx->has_default && tidx->default_value.type == TFS_DTYPE_INT32);
+    ck_assert_int_eq(tidx->allowed_values.list.n, 2);
+    ck_assert_int_eq(tidx->allowed_values.list.type[1], TFS_DTYPE_INT64);
+    const tfs_op_attr *s = tfs_op_signature_attr(sig, "s");
+    ck_assert_str_eq(s->type, "list(shape)");
+    ck_assert_int_eq(s->default_value.list.n, 2);
+    ck_assert_int_eq(s->default_value.list.shape[0].rank, -1);
+    ck_assert_int_eq(s->default_value.list.shape[1].rank, 2);
+    ck_assert_int_eq(s->default_value.list.shape[1].dims[1], -1);
+    const tfs_op_attr *p = tfs_op_signature_attr(sig, "p");
+    ck_assert_str_eq(p->type, "string");
+    ck_assert_str_eq(p->default_value.s.data, "SAME");
+    ck_assert_int_eq(p->allowed_values.list.n, 2);
+    ck_assert(tfs_op_signature_attr(sig, "f")->default_value.f == 0.0001f);
+    ck_assert_int_eq(tfs_op_signature_attr(sig, "r")->default_value.list.n, 0);
+    tfs_op_signature_free(sig);
+
+    /* A list(type) attr makes a type-list argument; Ref() a reference; a dtype a fixed type. */
+    ck_assert_int_eq(tfs_op_signature_parse("X", "a: Ref(T), b: resource -> c: Tl; T: type; "
+                                                 "Tl: list(type) >= 0", &sig, &st), TFS_OK);
+    ck_assert(sig->inputs[0].is_ref);
+    ck_assert_int_eq(sig->inputs[1].type, TFS_DTYPE_RESOURCE);
+    ck_assert_str_eq(sig->outputs[0].type_list_attr, "Tl");
+    tfs_op_signature_free(sig);
+    ck_assert_int_eq(tfs_op_signature_parse("NoOp", "->", &sig, &st), TFS_OK);
+    ck_assert_int_eq(sig->n_inputs + sig->n_outputs + sig->n_attrs, 0);
+    tfs_op_signature_free(sig);
+}
+END_TEST
+
+START_TEST(test_op_signature_parse_errors)
+{
+    static const char *const bad[] = {
+        "",                             /* no arrow */
+        "x: T -> y: T",                 /* T is neither an attr nor a dtype */
+        "x: N * float -> ; N: float",   /* a count that is not an int attr */
+        "-> y: float; T: {float, nope}", "-> ; p: {'SAME', 'VALID'", "-> ; s: string = 'open",
+        "-> ; b: bool = maybe", "-> ; t: tensor = 1", "-> ; i: int = 99999999999999999999",
+        "-> ; a: int; a: int", "-> ; s: shape = [1, 2, 3, 4, 5, 6, 7, 8, 9]", "-> y: float junk",
+        "-> ; l: list(int) = [1, 2", "x -> y"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tfs_op_signature *sig = (tfs_op_signature *)1;
+        tfs_status st;
+        ck_assert_msg(tfs_op_signature_parse("Bad", bad[i], &sig, &st) == TFS_INVALID_ARGUMENT,
+                      "accepted \"%s\"", bad[i]);
+        ck_assert_ptr_null(sig);
+        ck_assert_msg(strstr(st.msg, "op Bad signature") != NULL, "%s", st.msg);
+    }
+}
+END_TEST
+
+/* Every entry of ops.def parses and is found by its op type; ops outside the table are not. */
+START_TEST(test_op_signature_table)
+{
+    for (int i = 0; i < tfs_op_signature_count(); i++) {
+        const tfs_op_signature *sig = tfs_op_signature_at(i);
+        ck_assert_msg(sig != NULL, "ops.def entry %d does not parse", i);
+        ck_assert_ptr_eq(tfs_op_signature_find(sig->name), sig);
+    }
+    ck_assert_ptr_null(tfs_op_signature_find("StringJoin"));
+    const tfs_op_signature *mm = tfs_op_signature_find("MatMul");
+    ck_assert_str_eq(mm->outputs[0].name, "product");
+    ck_assert(!tfs_op_signature_attr(mm, "transpose_a")->default_value.b);
+}
+END_TEST
+
 Suite *suite_runtime_graph(void)
 {
     Suite *s = suite_create("runtime_graph");
@@ -311,6 +396,9 @@ Suite *suite_runtime_graph(void)
     tcase_add_test(tc, test_graph_attrs_are_deep_copies);
     tcase_add_test(tc, test_graph_many_nodes);
     tcase_add_test(tc, test_graph_build_under_allocation_failures);
+    tcase_add_test(tc, test_op_signature_parse);
+    tcase_add_test(tc, test_op_signature_parse_errors);
+    tcase_add_test(tc, test_op_signature_table);
     suite_add_tcase(s, tc);
     tc = tcase_create("finalize");
     tcase_set_timeout(tc, 10);
