@@ -177,23 +177,37 @@ done:
     return rc;
 }
 
-/* True when every comma-separated tag of `tags` is among mg's tags. */
-static bool has_tags(const Tensorflow__MetaGraphDef *mg, const char *tags, size_t *n_wanted)
+/* True when tag[0..len) is one of the comma-separated tags of `tags`. */
+static bool tags_have(const char *tags, const char *tag, size_t len)
 {
-    const Tensorflow__MetaGraphDef__MetaInfoDef *mi = mg->meta_info_def;
-    *n_wanted = 0;
     for (const char *p = tags; *p;) {
         const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len) {
-            bool found = false;
-            for (size_t i = 0; mi && i < mi->n_tags && !found; i++)
-                found = strlen(mi->tags[i]) == len && !strncmp(mi->tags[i], p, len);
-            if (!found)
-                return false;
-            (*n_wanted)++;
-        }
-        p += len + (e ? 1 : 0);
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == len && !strncmp(p, tag, len))
+            return true;
+        p += l + (e ? 1 : 0);
+    }
+    return false;
+}
+
+/* True when mg's tag set equals the set of comma-separated `tags` (empty items and repeats do not
+ * count), as TensorFlow's loader compares them. */
+static bool same_tag_set(const Tensorflow__MetaGraphDef *mg, const char *tags)
+{
+    const Tensorflow__MetaGraphDef__MetaInfoDef *mi = mg->meta_info_def;
+    size_t n = mi ? mi->n_tags : 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tags_have(tags, mi->tags[i], strlen(mi->tags[i])))
+            return false;
+    for (const char *p = tags; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        bool found = l == 0;
+        for (size_t i = 0; i < n && !found; i++)
+            found = strlen(mi->tags[i]) == l && !strncmp(mi->tags[i], p, l);
+        if (!found)
+            return false;
+        p += l + (e ? 1 : 0);
     }
     return true;
 }
@@ -201,18 +215,30 @@ static bool has_tags(const Tensorflow__MetaGraphDef *mg, const char *tags, size_
 const Tensorflow__MetaGraphDef *tfs__saved_model_find_meta_graph(const Tensorflow__SavedModel *sm,
                                                                 const char *tags)
 {
-    const Tensorflow__MetaGraphDef *superset = NULL;
-    for (size_t i = 0; i < sm->n_meta_graphs; i++) {
-        const Tensorflow__MetaGraphDef *mg = sm->meta_graphs[i];
-        size_t n;
-        if (!has_tags(mg, tags, &n))
-            continue;
-        if (mg->meta_info_def && mg->meta_info_def->n_tags == n)
-            return mg;   /* exact tag set */
-        if (!superset)
-            superset = mg;
+    for (size_t i = 0; i < sm->n_meta_graphs; i++)
+        if (same_tag_set(sm->meta_graphs[i], tags))
+            return sm->meta_graphs[i];
+    return NULL;
+}
+
+/* The error for tags that match no MetaGraphDef: names the tag sets there are. */
+static enum tfs_code no_meta_graph_error(const Tensorflow__SavedModel *sm, const char *dir,
+                                         const char *tags, tfs_status *st)
+{
+    char sets[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < sm->n_meta_graphs && used + 1 < sizeof sets; i++) {
+        const Tensorflow__MetaGraphDef__MetaInfoDef *mi = sm->meta_graphs[i]->meta_info_def;
+        used += (size_t)snprintf(sets + used, sizeof sets - used, "%s{", i ? ", " : "");
+        for (size_t j = 0; mi && j < mi->n_tags && used + 1 < sizeof sets; j++)
+            used += (size_t)snprintf(sets + used, sizeof sets - used, "%s%s", j ? "," : "",
+                                     mi->tags[j]);
+        if (used + 1 < sizeof sets)
+            used += (size_t)snprintf(sets + used, sizeof sets - used, "}");
     }
-    return superset;
+    return TFS_ERR(st, TFS_NOT_FOUND, "%s/saved_model.pb: no MetaGraphDef with exactly the tags "
+                   "{%s} (--saved_model_tags); its tag sets: %s", dir, tags,
+                   sm->n_meta_graphs ? sets : "none");
 }
 
 /* ---- which ops are missing -------------------------------------------------------------------- */
@@ -493,7 +519,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
         goto fail;
     const Tensorflow__MetaGraphDef *mg = tfs__saved_model_find_meta_graph(sm, o.tags);
     if (!mg) {
-        TFS_ERR(st, TFS_NOT_FOUND, "%s/saved_model.pb: no MetaGraphDef with tags {%s}", dir, o.tags);
+        no_meta_graph_error(sm, dir, o.tags, st);
         goto fail;
     }
     if (!(m = tfs_calloc(1, sizeof *m)) || !(m->dir = tfs_strdup(dir)))

@@ -84,8 +84,8 @@ void tfs__serving_graph_clear(tfs_serving_graph *sg);
 /* Reads and unpacks <dir>/saved_model.pb. NOT_FOUND when absent, DATA_LOSS when not a SavedModel.
  * Free with tensorflow__saved_model__free_unpacked(sm, NULL). */
 enum tfs_code tfs__saved_model_read(const char *dir, Tensorflow__SavedModel **out, tfs_status *st);
-/* The MetaGraphDef whose tags equal the comma-separated set, else the first that contains them all.
- * NULL when none. Borrowed from sm. */
+/* The MetaGraphDef whose tag set equals the comma-separated set (TensorFlow's rule: no superset, no
+ * subset). NULL when none. Borrowed from sm. */
 const Tensorflow__MetaGraphDef *tfs__saved_model_find_meta_graph(const Tensorflow__SavedModel *sm,
                                                                 const char *tags);
 

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "savedmodel/savedmodel.h"
+#include "savedmodel/savedmodel-impl.h"
+#include "tests/support/tfs-models.h"
 #include "tests/support/tfs-test.h"
 
 #define TF1 "tf_serving/saved_model_half_plus_two_cpu/00000123"
@@ -212,6 +213,63 @@ START_TEST(test_load_wrong_tags)
 }
 END_TEST
 
+/* Rewrites dir/saved_model.pb so that its one MetaGraphDef has the tags given. */
+static void set_tags(const char *dir, const char *const *tags, size_t n)
+{
+    Tensorflow__SavedModel *sm = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs__saved_model_read(dir, &sm, &st), TFS_OK);
+    ck_assert_int_eq(sm->n_meta_graphs, 1);
+    Tensorflow__MetaGraphDef__MetaInfoDef *mi = sm->meta_graphs[0]->meta_info_def;
+    char **old = mi->tags;
+    size_t n_old = mi->n_tags;
+    mi->tags = (char **)tags;
+    mi->n_tags = n;
+    size_t len = tensorflow__saved_model__get_packed_size(sm);
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    tensorflow__saved_model__pack(sm, buf);
+    mi->tags = old;
+    mi->n_tags = n_old;
+    tensorflow__saved_model__free_unpacked(sm, NULL);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/saved_model.pb", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    free(buf);
+}
+
+/* TensorFlow picks the MetaGraphDef whose tag set equals the requested one: {serve, gpu} is not
+ * loaded for "serve" (a superset), nor {serve} for "serve,gpu"; order and repeats do not matter. */
+START_TEST(test_load_tags_exact_set)
+{
+    char *tmp = tfs_test_mkdtemp();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/m", tmp);
+    tfs_test_write_model(dir, 1, 0);
+    set_tags(dir, (const char *const[]){"serve", "gpu"}, 2);
+    tfs_savedmodel *m = NULL;
+    tfs_status st;
+    tfs_savedmodel_opts o = {.tags = "serve"};
+    ck_assert_int_eq(tfs_savedmodel_load(dir, &o, &m, &st), TFS_NOT_FOUND);
+    ck_assert_msg(strstr(st.msg, "its tag sets: {serve,gpu}") != NULL, "%s", st.msg);
+    o.tags = "gpu,serve";
+    ck_assert_int_eq(tfs_savedmodel_load(dir, &o, &m, &st), TFS_OK);
+    tfs_savedmodel_free(m);
+    o.tags = "serve,gpu,serve,";
+    ck_assert_int_eq(tfs_savedmodel_load(dir, &o, &m, &st), TFS_OK);
+    tfs_savedmodel_free(m);
+    set_tags(dir, (const char *const[]){"serve"}, 1);
+    o.tags = "serve,gpu";
+    ck_assert_int_eq(tfs_savedmodel_load(dir, &o, &m, &st), TFS_NOT_FOUND);
+    ck_assert_msg(strstr(st.msg, "its tag sets: {serve}") != NULL, "%s", st.msg);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+END_TEST
+
 Suite *suite_savedmodel_load(void);
 Suite *suite_savedmodel_load(void)
 {
@@ -230,6 +288,7 @@ Suite *suite_savedmodel_load(void)
     tcase_add_test(tc, test_load_missing_variables);
     tcase_add_test(tc, test_load_missing_dir);
     tcase_add_test(tc, test_load_wrong_tags);
+    tcase_add_test(tc, test_load_tags_exact_set);
     suite_add_tcase(s, tc);
     return s;
 }
