@@ -331,6 +331,38 @@ static bool is_control_flow(const char *op)
            !strcmp(op, "StatelessIf");
 }
 
+/* A While's cond and body, and an If's branches, must take and return what the node passes and
+ * expects: checked here so that such a version fails to load, naming the node, rather than at
+ * each request. */
+static enum tfs_code check_arity(const importer *im, const char *name,
+                                 const Tensorflow__NodeDef *nd, int n_data, tfs_status *st)
+{
+    bool loop = strstr(nd->op, "While") != NULL;
+    const Tensorflow__AttrValue *tout = node_attr(nd, "Tout");
+    for (size_t i = 0; i < nd->n_attr; i++) {
+        const Tensorflow__AttrValue *v = nd->attr[i]->value;
+        if (!v || v->value_case != TENSORFLOW__ATTR_VALUE__VALUE_FUNC || !v->func)
+            continue;
+        const Tensorflow__FunctionDef *f = find_function(im, v->func->name);
+        if (!f || !f->signature)
+            continue;
+        const char *role = nd->attr[i]->key;
+        long want_in = loop ? n_data : n_data - 1, want_out = -1;
+        if (loop)
+            want_out = !strcmp(role, "cond") ? 1 : n_data;
+        else if (tout && tout->value_case == TENSORFLOW__ATTR_VALUE__VALUE_LIST && tout->list)
+            want_out = (long)tout->list->n_type;
+        if ((long)f->signature->n_input_arg != want_in ||
+            (want_out >= 0 && (long)f->signature->n_output_arg != want_out))
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s' (%s): its %s function '%s' takes "
+                           "%zu inputs and returns %zu results, but the node passes %ld and "
+                           "expects %ld", name, nd->op, role, v->func->name,
+                           f->signature->n_input_arg, f->signature->n_output_arg, want_in,
+                           want_out);
+    }
+    return TFS_OK;
+}
+
 /* Emits one node (under `prefix` when inside a function body, with inputs already translated),
  * inlining it when it is a call. */
 static enum tfs_code emit(importer *im, const char *name, const Tensorflow__NodeDef *nd,
@@ -356,6 +388,8 @@ static enum tfs_code emit(importer *im, const char *name, const Tensorflow__Node
     if (barrier && n_data == 0)
         tfs_graph_add_input(im->g, id, barrier);
     if (copy_attrs(im, id, nd, st) != TFS_OK)
+        return st ? st->code : TFS_INVALID_ARGUMENT;
+    if (is_control_flow(nd->op) && check_arity(im, name, nd, n_data, st) != TFS_OK)
         return st ? st->code : TFS_INVALID_ARGUMENT;
     for (size_t i = 0; is_control_flow(nd->op) && i < nd->n_attr; i++) {
         const Tensorflow__AttrValue *v = nd->attr[i]->value;

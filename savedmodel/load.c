@@ -447,6 +447,13 @@ static enum tfs_code check_signatures(tfs_savedmodel *m, op_set *missing, tfs_st
                       &s->usable);
         tfs_free(in);
         tfs_free(outn);
+        /* A signature that can never run (its graph has a cycle, a tensor it names is not in
+         * the graph) fails the version with the reason, rather than every request without one.
+         * Missing ops are gathered for one error naming them all; sparse signatures load. */
+        if (s->usable.code != TFS_OK && s->usable.code != TFS_UNIMPLEMENTED) {
+            *st = s->usable;
+            return tfs_status_prefix(st, "signature '%s'", s->key);
+        }
     }
     return TFS_OK;
 }
@@ -578,8 +585,10 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
             goto fail;
         }
     }
-    if (check_signatures(m, &missing, st) != TFS_OK)
+    if (check_signatures(m, &missing, st) != TFS_OK) {
+        tfs_status_prefix(st, "%s", dir);
         goto fail;
+    }
     if (missing.n > 0) {
         missing_ops_error(&missing, st);
         tfs_status_prefix(st, "%s", dir);

@@ -1,8 +1,8 @@
 /* savedmodel: the SavedModel format in both directions.
  *
- * Reading: tfs_savedmodel_load() reads <dir>/saved_model.pb, picks the MetaGraphDef whose tags
- * contain every requested tag, imports its GraphDef into a tfs_graph (TF2 function calls inlined,
- * stripped default attrs put back from stripped_op_list), checks that every op the signatures, the
+ * Reading: tfs_savedmodel_load() reads <dir>/saved_model.pb, picks the MetaGraphDef whose tag set
+ * is the requested one, imports its GraphDef into a tfs_graph (TF2 function calls inlined,
+ * stripped default attrs put back from the runtime's op registry), checks that every op the signatures, the
  * restore and the init op need has a kernel, restores variables from <dir>/variables (TensorBundle)
  * by running the saver's restore op, feeds asset paths and runs the init op. Then, unless turned
  * off, it rewrites the graph for serving (runtime/rewrite.h): signatures the rewritten graph can
@@ -70,7 +70,7 @@ tfs_savedmodel_opts tfs_savedmodel_opts_default(void);
 /* Loads a version directory. Errors name the file or ops at fault:
  * NOT_FOUND (no saved_model.pb), DATA_LOSS (corrupt protobuf, bad CRC, truncated shard),
  * UNIMPLEMENTED ("ops not supported by tfserve: A, B"), INVALID_ARGUMENT (graph inconsistencies),
- * FAILED_PRECONDITION (no MetaGraphDef with the tags), RESOURCE_EXHAUSTED. Caller owns *out. */
+ * NOT_FOUND also when no MetaGraphDef has the tags, RESOURCE_EXHAUSTED. Caller owns *out. */
 enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *opts,
                                   tfs_savedmodel **out, tfs_status *st);
 void tfs_savedmodel_free(tfs_savedmodel *m);
@@ -105,6 +105,14 @@ enum tfs_code tfs_savedmodel_run(const tfs_savedmodel *m, const tfs_signature *s
  * (dtype, shape, tensor name) and method, the variables in the bundle (name, dtype, shape), and the
  * op types the graph uses (marking those tfserve lacks). Works on models that would not load. */
 enum tfs_code tfs_savedmodel_inspect(const char *dir, FILE *out, tfs_status *st);
+
+/* Would the model serve? Loads dir as a server would (tags: comma-separated, NULL = "serve"),
+ * then dry-runs every signature once on zeros and empty strings of its declared shapes (unknown
+ * sizes 1), printing each step's outcome to out. Returns the number of failures (0: it would
+ * serve): a failed load, a signature that cannot run, a dry run failing for a reason other than
+ * its made-up input values (INVALID_ARGUMENT, OUT_OF_RANGE and FAILED_PRECONDITION are reported,
+ * not counted). */
+int tfs_savedmodel_check(const char *dir, const char *tags, FILE *out);
 
 /* ---- writing -------------------------------------------------------------------------------- */
 

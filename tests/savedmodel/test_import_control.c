@@ -5,6 +5,7 @@
  * TensorFlow would (checked against a C loop). Also: a control-flow node naming a function the
  * library lacks is refused at import, naming both. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/textformat.h"
@@ -119,9 +120,11 @@ static Tensorflow__MetaGraphDef *parse(const char *text)
     return (Tensorflow__MetaGraphDef *)m;
 }
 
-START_TEST(test_import_while_and_if_into_library)
+/* Imports `text` (MODEL, with or without its stripped_op_list), checks the library and runs the
+ * loop against a C loop. */
+static void check_loop_model(const char *text)
 {
-    Tensorflow__MetaGraphDef *mg = parse(MODEL);
+    Tensorflow__MetaGraphDef *mg = parse(text);
     tfs_graph *g = NULL;
     tfs_status st;
     ck_assert_msg(tfs__import_graph(mg, &g, &st) == TFS_OK, "%s", st.msg);
@@ -166,6 +169,73 @@ START_TEST(test_import_while_and_if_into_library)
     }
     tfs_session_free(s);
 }
+
+START_TEST(test_import_while_and_if_into_library)
+{
+    check_loop_model(MODEL);
+}
+END_TEST
+
+/* TF2 exports describe only some ops in stripped_op_list, or none: names like 'mul:z:0' resolve
+ * and stripped defaults come back from the runtime's op registry, as TensorFlow's own does. */
+START_TEST(test_import_without_stripped_op_list)
+{
+    check_loop_model(MODEL + sizeof OPS - 1);
+}
+END_TEST
+
+/* Replaces the first `from` in MODEL by `to`; the caller frees. */
+static char *model_with(const char *from, const char *to)
+{
+    const char *at = strstr(MODEL, from);
+    ck_assert_ptr_nonnull(at);
+    size_t n = sizeof MODEL + strlen(to);
+    char *text = malloc(n);
+    ck_assert_ptr_nonnull(text);
+    snprintf(text, n, "%.*s%s%s", (int)(at - MODEL), MODEL, to, at + strlen(from));
+    return text;
+}
+
+static void expect_import_error(const char *from, const char *to, enum tfs_code code,
+                                const char *want1, const char *want2)
+{
+    char *text = model_with(from, to);
+    Tensorflow__MetaGraphDef *mg = parse(text);
+    tfs_graph *g = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs__import_graph(mg, &g, &st), code);
+    ck_assert_msg(strstr(st.msg, want1) && strstr(st.msg, want2), "%s", st.msg);
+    ck_assert_ptr_null(g);
+    protobuf_c_message_free_unpacked(&mg->base, NULL);
+    free(text);
+}
+
+/* Hostile graphs fail their import with the node named, never crash. */
+START_TEST(test_import_bad_graphs_named)
+{
+    /* A function whose body calls itself. */
+    expect_import_error("name: 'mul' op: 'Mul'", "name: 'mul' op: 'mul_fn_3'",
+                        TFS_INVALID_ARGUMENT, "nest deeper", "mul");
+    /* A body output naming an output its op does not have. */
+    expect_import_error("'mul:z:0'", "'mul:nope:0'", TFS_NOT_FOUND, "'mul'", "nope");
+    /* ... or an index past it, or a node the body lacks. */
+    expect_import_error("'mul:z:0'", "'mul:z:3'", TFS_INVALID_ARGUMENT, "'mul'", "out of range");
+    expect_import_error("'mul:z:0'", "'ghost:z:0'", TFS_INVALID_ARGUMENT, "ghost", "names no node");
+}
+END_TEST
+
+/* A While whose body returns fewer values than the loop carries fails its import, naming the
+ * loop, rather than each request. */
+START_TEST(test_import_while_body_wrong_arity)
+{
+    expect_import_error("     output_arg { name: 'odd_next' type: DT_INT32 } }", " }",
+                        TFS_INVALID_ARGUMENT, "node 'while' (StatelessWhile): its body function",
+                        "returns 2 results, but the node passes 3 and expects 3");
+    /* An If branch taking more than the node passes. */
+    expect_import_error("name: 'first_5' input_arg { name: 'a' type: DT_INT32 }",
+                        "name: 'first_5' input_arg { name: 'a' type: DT_INT32 } input_arg { name: "
+                        "'c' type: DT_INT32 }", TFS_INVALID_ARGUMENT, "pick' (StatelessIf)", "then_branch");
+}
 END_TEST
 
 START_TEST(test_import_control_flow_unknown_function)
@@ -190,6 +260,9 @@ Suite *suite_savedmodel_import_control(void)
     Suite *s = suite_create("savedmodel_import_control");
     TCase *tc = tcase_create("control");
     tcase_add_test(tc, test_import_while_and_if_into_library);
+    tcase_add_test(tc, test_import_without_stripped_op_list);
+    tcase_add_test(tc, test_import_bad_graphs_named);
+    tcase_add_test(tc, test_import_while_body_wrong_arity);
     tcase_add_test(tc, test_import_control_flow_unknown_function);
     suite_add_tcase(s, tc);
     return s;

@@ -270,6 +270,83 @@ START_TEST(test_load_tags_exact_set)
 }
 END_TEST
 
+/* Reads dir/saved_model.pb, lets edit change its first MetaGraphDef's graph (strings replaced with
+ * free + strdup: protobuf-c frees them with the system allocator), and writes it back. */
+static void edit_graph(const char *dir, void (*edit)(Tensorflow__GraphDef *))
+{
+    Tensorflow__SavedModel *sm = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs__saved_model_read(dir, &sm, &st), TFS_OK);
+    edit(sm->meta_graphs[0]->graph_def);
+    size_t len = tensorflow__saved_model__get_packed_size(sm);
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    tensorflow__saved_model__pack(sm, buf);
+    tensorflow__saved_model__free_unpacked(sm, NULL);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/saved_model.pb", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    free(buf);
+}
+
+static Tensorflow__NodeDef *node_by_op(Tensorflow__GraphDef *gd, const char *op)
+{
+    for (size_t i = 0; i < gd->n_node; i++)
+        if (!strcmp(gd->node[i]->op, op))
+            return gd->node[i];
+    ck_abort_msg("no %s node", op);
+    return NULL;
+}
+
+static void rename_mul_op(Tensorflow__GraphDef *gd)
+{
+    Tensorflow__NodeDef *mul = node_by_op(gd, "Mul");
+    free(mul->op);
+    mul->op = strdup("FancyMul");
+}
+
+/* The Mul takes the AddV2 after it as its input: a cycle that is no loop. */
+static void make_cycle(Tensorflow__GraphDef *gd)
+{
+    Tensorflow__NodeDef *mul = node_by_op(gd, "Mul"), *add = node_by_op(gd, "AddV2");
+    free(mul->input[0]);
+    mul->input[0] = strdup(add->name);
+}
+
+/* A version whose graph cannot serve fails its load with the reason, naming the op or nodes. */
+static void expect_load_error(void (*edit)(Tensorflow__GraphDef *), enum tfs_code code,
+                              const char *want1, const char *want2)
+{
+    char *tmp = tfs_test_mkdtemp();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/m", tmp);
+    tfs_test_write_model(dir, 1, 0);
+    edit_graph(dir, edit);
+    tfs_savedmodel *m = NULL;
+    tfs_status st;
+    ck_assert_int_eq(tfs_savedmodel_load(dir, NULL, &m, &st), code);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(st.msg, want1) && strstr(st.msg, want2), "%s", st.msg);
+    ck_assert_int_ne(tfs_savedmodel_check(dir, NULL, stderr), 0);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+
+START_TEST(test_load_unknown_op_fails)
+{
+    expect_load_error(rename_mul_op, TFS_UNIMPLEMENTED, "FancyMul", "not supported by tfserve");
+}
+END_TEST
+
+START_TEST(test_load_cycle_fails)
+{
+    expect_load_error(make_cycle, TFS_INVALID_ARGUMENT, "cycle", "");
+}
+END_TEST
+
 Suite *suite_savedmodel_load(void);
 Suite *suite_savedmodel_load(void)
 {
@@ -289,6 +366,8 @@ Suite *suite_savedmodel_load(void)
     tcase_add_test(tc, test_load_missing_dir);
     tcase_add_test(tc, test_load_wrong_tags);
     tcase_add_test(tc, test_load_tags_exact_set);
+    tcase_add_test(tc, test_load_unknown_op_fails);
+    tcase_add_test(tc, test_load_cycle_fails);
     suite_add_tcase(s, tc);
     return s;
 }
