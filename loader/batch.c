@@ -272,8 +272,15 @@ static enum tfs_code run_here(tfs_servable *s, const tfs_signature *sig,
                      sig->key);
     else if (deadline_ns > 0 && t0 > deadline_ns)
         rc = TFS_ERR(st, TFS_DEADLINE_EXCEEDED, "Deadline Exceeded");
-    else
+    else if (s->loader->opts.disable_session_run_timeout || deadline_ns <= 0)
         rc = tfs_savedmodel_run(s->model, sig, inputs, n_inputs, outs, st);
+    else {
+        /* The client has gone by its deadline: stop the run there rather than burn the CPU
+         * (a request can set a loop's count). Same clock: tfs_batch_now_ns is CLOCK_MONOTONIC. */
+        int64_t before = tfs_session_set_thread_deadline(deadline_ns);
+        rc = tfs_savedmodel_run(s->model, sig, inputs, n_inputs, outs, st);
+        tfs_session_set_thread_deadline(before);
+    }
     if (rc == TFS_OK) {
         t.compute_us = (tfs_batch_now_ns() - t0) / 1000;
         t.batch_size = n_inputs > 0 && inputs[0].tensor->rank > 0

@@ -122,6 +122,11 @@ typedef struct tfs_loader_opts {
     int           num_load_threads;                /* default 2; versions load in parallel */
     bool          disable_graph_rewrites;          /* default false: each version's graph is
                                                     * rewritten for serving (savedmodel.h) */
+    bool          disable_session_run_timeout;     /* default false: a run that is not
+                                                    * batched stops at its request's deadline,
+                                                    * between kernels and loop iterations
+                                                    * (TF Serving's
+                                                    * --enforce_session_run_timeout) */
     tfs_warmup_fn warmup;                          /* NULL: none */
     void         *warmup_ctx;
     /* Dynamic batching (--enable_batching): the loader then owns one tfs_batcher with

@@ -286,7 +286,8 @@ enum tfs_code tfs__plan_execute_gpu(tfs_session *s, run_plan *p, const tfs_feed 
     for (int k = 0; k < p->n_order; k++) {
         if (mem.step)
             atomic_store_explicit(mem.step, k, memory_order_relaxed);
-        if ((rc = run_node_gpu(s, p, &r, k, &mem, exec, st)) != TFS_OK)
+        if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
+            (rc = run_node_gpu(s, p, &r, k, &mem, exec, st)) != TFS_OK)
             goto done;
     }
     for (int i = 0; i < p->n_fetches; i++) {

@@ -131,6 +131,9 @@ enum tfs_code tfs__session_device(const tfs_graph *g, const tfs_session_opts *op
 enum tfs_code tfs__plan_place(const tfs_session *s, run_plan *p, tfs_status *st);
 void tfs__plan_place_free(run_plan *p);
 /* plan_execute for placed plans. */
+/* DEADLINE_EXCEEDED naming `node` once the thread's run deadline (tfs_session_set_thread_deadline)
+ * has passed; OK otherwise, and at once when there is none. Each executor calls it per kernel. */
+enum tfs_code tfs__run_check_deadline(const tfs_graph *g, int node, tfs_status *st);
 enum tfs_code tfs__plan_execute_gpu(tfs_session *s, run_plan *p, const tfs_feed *feeds,
                                     tfs_tensor **outputs, tfs_status *st);
 

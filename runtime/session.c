@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 /* ---- session lifetime ----------------------------------------------------------------------- */
@@ -864,6 +865,27 @@ done:
 
 /* Executes a prepared plan. outputs[i] receives fetch i (a variable's value for reference
  * tensors). */
+static _Thread_local int64_t thread_deadline_ns;
+
+int64_t tfs_session_set_thread_deadline(int64_t deadline_ns)
+{
+    int64_t old = thread_deadline_ns;
+    thread_deadline_ns = deadline_ns > 0 ? deadline_ns : 0;
+    return old;
+}
+
+enum tfs_code tfs__run_check_deadline(const tfs_graph *g, int node, tfs_status *st)
+{
+    if (!thread_deadline_ns)
+        return TFS_OK;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec <= thread_deadline_ns)
+        return TFS_OK;
+    return TFS_ERR(st, TFS_DEADLINE_EXCEEDED, "the run's deadline passed; stopped before node "
+                   "'%s' (%s)", g->nodes[node].name, g->nodes[node].op_type);
+}
+
 static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *feeds,
                                   tfs_tensor **outputs, tfs_status *st)
 {
@@ -885,7 +907,8 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
     for (int k = 0; k < p->n_order; k++) {
         if (mem.step)
             atomic_store_explicit(mem.step, k, memory_order_relaxed);
-        if ((rc = run_node(s, p, &r, k, &mem, st)) != TFS_OK)
+        if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
+            (rc = run_node(s, p, &r, k, &mem, st)) != TFS_OK)
             goto done;
     }
 

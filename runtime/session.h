@@ -104,6 +104,12 @@ enum tfs_code tfs_session_missing_ops(tfs_session *s, const char *const *feeds, 
                                      const char *const *targets, int ntargets,
                                      const char ***missing, int *n_missing, tfs_status *st);
 
+/* The calling thread's run deadline, on CLOCK_MONOTONIC in nanoseconds (0: none), for the runs it
+ * starts from now on. A run checks it before each kernel, so also before each function call and
+ * loop iteration inside it; once it has passed, the run stops with DEADLINE_EXCEEDED and frees its
+ * values at once. Returns the previous deadline, for the caller to put back. */
+int64_t tfs_session_set_thread_deadline(int64_t deadline_ns);
+
 /* Runs. outputs[i] receives a new reference to fetch i (caller owns) on success; all NULL on
  * failure. Fetching a reference-typed tensor (a VariableV2 output) yields the variable's value.
  * Errors from kernels carry the node name: "node 'mul': Incompatible shapes: [3] vs. [2]". */

@@ -41,6 +41,9 @@ static const flag_def flags[] = {
     {"rest_api_timeout_in_ms", FLAG_INT, "30000", F(rest_api_timeout_in_ms),
      "Timeout for HTTP/REST API calls: a predict not started by then (e.g. waiting in a "
      "batch queue) is answered 504 DEADLINE_EXCEEDED without running"},
+    {"enforce_session_run_timeout", FLAG_BOOL, "true", F(enforce_session_run_timeout),
+     "Stop a running predict at its deadline (the gRPC call's, or --rest_api_timeout_in_ms), "
+     "between kernels and loop iterations, answering DEADLINE_EXCEEDED (batched runs finish)"},
     {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),
      "Threads taking gRPC calls off the completion queue, 1..64 (a tfserve flag)"},
     {"grpc_max_threads", FLAG_INT, NULL, F(grpc_max_threads),

@@ -57,6 +57,7 @@ typedef struct tfs_server_flags {
     int64_t            max_model_memory_bytes; /* ours: 0 = no limit (default) */
     int64_t            max_tensor_bytes;       /* ours: 0 = half the memory (runtime.h) */
     bool               graph_rewrites;         /* ours: rewrite graphs for serving, default true */
+    bool               enforce_session_run_timeout;   /* default true: runs stop at deadlines */
     char              *monitoring_config_file; /* MonitoringConfig text, default "" */
     char              *metrics_path;           /* ours: Prometheus path, "" = per config/off */
     char              *access_log_file;        /* ours: "" = no access log */

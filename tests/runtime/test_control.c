@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/runtime/helpers.h"
 
@@ -490,6 +491,63 @@ START_TEST(test_control_while_iteration_limit)
 }
 END_TEST
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A run stops at the thread's deadline inside a loop that would go on for seconds, says where,
+ * and the next run on the thread, with the deadline put back, completes. */
+START_TEST(test_control_while_stops_at_deadline)
+{
+    static const enum tfs_dtype T[] = {TFS_DTYPE_INT32};
+    tfs_graph *g = new_graph();
+    tfs_graph *c = new_graph();
+    rt_placeholder(c, "v0", TFS_DTYPE_INT32);
+    rt_const(c, "yes", rt_tensor(TFS_DTYPE_BOOL, 0, NULL, (const uint8_t[]){1}));
+    add_fn(g, "forever", c, 1, (const char *const[]){"v0"}, 1, (const char *const[]){"yes"});
+    tfs_graph *b = new_graph();
+    rt_placeholder(b, "v0", TFS_DTYPE_INT32);
+    const_i32(b, "p1", 1);
+    rt_node(b, "n", "AddV2", "v0", "p1", TFS_DTYPE_INT32);
+    add_fn(g, "inc", b, 1, (const char *const[]){"v0"}, 1, (const char *const[]){"n"});
+    const_i32(g, "zero", 0);
+    add_while(g, "spin", "StatelessWhile", 1, (const char *const[]){"zero"}, T, "forever", "inc");
+    tfs_session *s = rt_session(g, NULL);   /* the default cap: 10M iterations, seconds */
+    tfs_tensor *out = NULL;
+    tfs_status st;
+    int64_t t0 = now_ns();
+    ck_assert_int_eq(tfs_session_set_thread_deadline(t0 + 50 * 1000000), 0);
+    ck_assert_int_eq(rt_run1(s, NULL, 0, "spin", &out, &st), TFS_DEADLINE_EXCEEDED);
+    int64_t took = now_ns() - t0;
+    ck_assert_int_eq(tfs_session_set_thread_deadline(0), t0 + 50 * 1000000);
+    rt_assert_err(st, TFS_DEADLINE_EXCEEDED, "deadline passed");
+    rt_assert_err(st, TFS_DEADLINE_EXCEEDED, "node 'spin'");
+    ck_assert_ptr_null(out);
+    ck_assert_msg(took < 1000 * 1000000, "stopped after %lld ms", (long long)(took / 1000000));
+    tfs_session_free(s);
+
+    /* No deadline: a short loop runs to its end. */
+    s = factorial_session(NULL);
+    int32_t n = 5;
+    tfs_tensor *x = rt_tensor(TFS_DTYPE_INT32, 0, NULL, &n);
+    tfs_feed feed = {"n:0", x};
+    const char *fetch[] = {"loop:1"};
+    ck_assert_int_eq(tfs_session_run(s, &feed, 1, fetch, 1, NULL, 0, &out, &st), TFS_OK);
+    ck_assert_int_eq(scalar_i32(out), 120);
+    tfs_tensor_unref(out);
+    /* A deadline already passed stops the run before its first kernel. */
+    tfs_session_set_thread_deadline(now_ns() - 1);
+    ck_assert_int_eq(tfs_session_run(s, &feed, 1, fetch, 1, NULL, 0, &out, &st),
+                     TFS_DEADLINE_EXCEEDED);
+    tfs_session_set_thread_deadline(0);
+    tfs_tensor_unref(x);
+    tfs_session_free(s);
+}
+END_TEST
+
 /* A func attr naming no library function: check, missing_ops and run all say which. */
 START_TEST(test_control_unknown_function)
 {
@@ -695,6 +753,7 @@ Suite *suite_runtime_control(void)
     tcase_add_test(tc, test_control_if_conditions);
     tcase_add_test(tc, test_control_while_reads_variable);
     tcase_add_test(tc, test_control_while_iteration_limit);
+    tcase_add_test(tc, test_control_while_stops_at_deadline);
     tcase_add_test(tc, test_control_unknown_function);
     tcase_add_test(tc, test_control_body_problems_reported_by_check);
     tcase_add_test(tc, test_control_recursion_and_body_errors);

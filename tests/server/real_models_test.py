@@ -212,6 +212,43 @@ def check_grpc(channel, model, golden, what):
         g.check(diff is None, "%s gRPC %s: %s" % (what, alias, diff))
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds the process has used (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def check_run_cancelled(channel, pid, model, steps):
+    """An LSTM request whose sequence length sets its While loop's count (about a minute of CPU
+    for `steps`) with a 0.5 s deadline: the client gets DEADLINE_EXCEEDED, and the server stops the
+    run there (TF Serving's --enforce_session_run_timeout) instead of burning the CPU after."""
+    from tensorflow_serving.apis import predict_pb2
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = model
+    t = req.inputs["input_6"]
+    t.dtype = 1
+    for d in (1, steps, 1):
+        t.tensor_shape.dim.add().size = d
+    t.float_val.extend([0.5] * steps)
+    call = channel.unary_unary(g.PS + "Predict", request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=predict_pb2.PredictResponse.FromString)
+    c0 = cpu_seconds(pid)
+    t0 = time.time()
+    try:
+        call(req, timeout=0.5)
+        g.check(False, "%s: a %d-step sequence answered within 0.5 s" % (model, steps))
+    except grpc.RpcError as e:
+        g.check(e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, "%s long run: %s %s"
+                % (model, e.code(), e.details()))
+    time.sleep(max(0.0, t0 + 1.5 - time.time()))
+    c1 = cpu_seconds(pid)
+    time.sleep(1.0)
+    c2 = cpu_seconds(pid)
+    g.check(c2 - c1 < 0.3, "%s: the server used %.2f CPU s in the second after the deadline "
+            "(%.2f s in the first 1.5 s)" % (model, c2 - c1, c1 - c0))
+
+
 def wait_available(port, models, deadline_s):
     """Polls each model's REST status until every one is AVAILABLE or has ended; returns
     {model: (state, error message)}."""
@@ -294,6 +331,8 @@ def main():
                 what = "%s/%s" % (n, golden["signature"])
                 check_rest(rest_port, n, golden, what)
                 check_grpc(channel, n, golden, what)
+        if "iteam1_lstm" in names and states.get("iteam1_lstm", ("",))[0] == "AVAILABLE":
+            check_run_cancelled(channel, proc.pid, "iteam1_lstm", 300000)
         channel.close()
         g.check(proc.poll() is None, "tfserve still running after every request")
     finally:
