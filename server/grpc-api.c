@@ -213,6 +213,14 @@ enum tfs_code tfs__grpc_predict_inputs(const Tensorflow__Serving__PredictRequest
      * its names at the cost of reading them. */
     if (sig && (code = tfs__service_check_input_names(sig, names, n, st)) != TFS_OK)
         goto fail;
+    tfs__name_map_deinit(&seen);
+    if (sig) {
+        /* From here `seen` maps the signature's aliases to their inputs, for the dtype check. */
+        if ((code = tfs__name_map_init(&seen, (size_t)sig->n_inputs, st)) != TFS_OK)
+            goto fail;
+        for (int k = 0; k < sig->n_inputs; k++)
+            tfs__name_map_put(&seen, sig->inputs[k].alias, k);
+    }
     n = 0;
     for (size_t i = 0; i < n_req; i++) {
         const Tensorflow__Serving__PredictRequest__InputsEntry *e = req->inputs[i];
@@ -222,6 +230,15 @@ enum tfs_code tfs__grpc_predict_inputs(const Tensorflow__Serving__PredictRequest
         if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &in[n].tensor, st)) != TFS_OK)
             goto fail;
         n++;
+        /* The graph would refuse another dtype too, but in terms of its nodes ("input 1 of
+         * 'Mul'"); the signature names the input. A signature without a dtype is not checked. */
+        int k = sig ? tfs__name_map_get(&seen, e->key) : -1;
+        enum tfs_dtype want = k >= 0 ? tfs_dtype_base(sig->inputs[k].dtype) : TFS_DTYPE_INVALID;
+        if (want != TFS_DTYPE_INVALID && in[n - 1].tensor->dtype != want) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': expected dtype %s, got %s",
+                           e->key, tfs_dtype_name(want), tfs_dtype_name(in[n - 1].tensor->dtype));
+            goto fail;
+        }
     }
     tfs__name_map_deinit(&seen);
     tfs_free(names);
