@@ -577,16 +577,30 @@ def check_input_errors(srv, name, what, rest_port=None, default_x=False):
           "%s REST columnar extra key ignored: %d %r" % (what, status, doc))
 
 
+def sanitized(build):
+    """Whether the build under test has sanitizers (TFS_SANITIZE set): everything runs several
+    times slower there."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return any(line.startswith("TFS_SANITIZE:") and line.strip().split("=", 1)[1]
+                       for line in f)
+    except OSError:
+        return False
+
+
 def check_many_names(build, demo, tmp):
     """Requests with tens of thousands of names are refused in time linear in their size: on a
-    server with ONE gRPC thread, a 50,000-input Predict and a 20,000-task MultiInference each get
-    their error in under a second, and a normal Predict on another channel is answered within a
-    second while they are being checked."""
+    server with ONE gRPC thread, a 50,000-input Predict, a 20,000-task MultiInference and a
+    20,000-model ReloadConfig each get their error in under a second, and a normal Predict on
+    another channel is answered within a second while they are being checked."""
     import threading
     from tensorflow_serving.apis import inference_pb2 as I
     from tensorflow_serving.apis import model_management_pb2 as mm
     from tensorflow_serving.apis import predict_pb2
     name = "half_plus_two"
+    # The pairwise checks took 1.1-7.9 s here; ASan and UBSan make the linear ones a few times
+    # slower than the second they get otherwise.
+    limit = 3.0 if sanitized(build) else 1.0
     s = Server(build, name, demo, tmp, ["--grpc_num_threads=1"])
     other = grpc.insecure_channel("127.0.0.1:%d" % s.port,
                                   options=[("grpc.use_local_subchannel_pool", 1)])
@@ -649,9 +663,10 @@ def check_many_names(build, demo, tmp):
             got = res["got"]
             check(got != "OK" and got[0] == grpc.StatusCode.INVALID_ARGUMENT and text in got[1],
                   "%s (%d bytes) refused with %r: %r" % (what, len(data), text, got))
-            check(res["took"] < 1.0, "%s refused in %.3f s" % (what, res["took"]))
-            check(worst < 1.0, "%s: normal Predicts meanwhile answered within %.3f s"
-                  % (what, worst))
+            check(res["took"] < limit, "%s refused in %.3f s (limit %.0f s)"
+                  % (what, res["took"], limit))
+            check(worst < limit, "%s: normal Predicts meanwhile answered within %.3f s (limit "
+                  "%.0f s)" % (what, worst, limit))
             print("%s (%d bytes): refused in %.3f s; %d normal Predicts meanwhile, slowest "
                   "%.3f s" % (what, len(data), res["took"], n, worst), flush=True)
     finally:
