@@ -577,6 +577,53 @@ def check_input_errors(srv, name, what, rest_port=None, default_x=False):
           "%s REST columnar extra key ignored: %d %r" % (what, status, doc))
 
 
+def check_method_errors(srv, name, what):
+    """The other RPCs' errors carry their reasons too: unknown model and version for each."""
+    from tensorflow_serving.apis import classification_pb2 as C
+    from tensorflow_serving.apis import get_model_metadata_pb2 as gmm
+    from tensorflow_serving.apis import get_model_status_pb2 as gms
+    from tensorflow_serving.apis import inference_pb2 as I
+    from tensorflow_serving.apis import regression_pb2 as R
+    E = grpc.StatusCode
+    for model, version, text in (("nope", None, "Latest(nope)"),
+                                 (name, 999, "Specific(%s, 999)" % name)):
+        def spec(ms):
+            ms.name = model
+            if version is not None:
+                ms.version.value = version
+        q = gmm.GetModelMetadataRequest()
+        spec(q.model_spec)
+        q.metadata_field.append("signature_def")
+        expect_error(lambda: srv.call(PS + "GetModelMetadata", q, gmm.GetModelMetadataResponse),
+                     E.NOT_FOUND, text, "%s GetModelMetadata %s" % (what, text))
+        q = C.ClassificationRequest()
+        spec(q.model_spec)
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "Classify", q, C.ClassificationResponse),
+                     E.NOT_FOUND, text, "%s Classify %s" % (what, text))
+        q = R.RegressionRequest()
+        spec(q.model_spec)
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "Regress", q, R.RegressionResponse),
+                     E.NOT_FOUND, text, "%s Regress %s" % (what, text))
+        q = I.MultiInferenceRequest()
+        t = q.tasks.add()
+        spec(t.model_spec)
+        t.method_name = "tensorflow/serving/regress"
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                     E.NOT_FOUND, text, "%s MultiInference %s" % (what, text))
+    q = gms.GetModelStatusRequest()
+    q.model_spec.name = name
+    q.model_spec.version.value = 999
+    expect_error(lambda: srv.call(MS + "GetModelStatus", q, gms.GetModelStatusResponse),
+                 E.NOT_FOUND, "999", what + " GetModelStatus of an unknown version")
+    q = I.MultiInferenceRequest()
+    expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                 E.INVALID_ARGUMENT, "Found no tasks in the MultiInferenceRequest",
+                 what + " MultiInference without tasks")
+
+
 def sanitized(build):
     """Whether the build under test has sanitizers (TFS_SANITIZE set): everything runs several
     times slower there."""
@@ -980,6 +1027,7 @@ def main():
         servers.append(s)
         check_half_plus_two(s, "half_plus_two", 1, "demo")
         check_input_errors(s, "half_plus_two", "demo", rest_port)
+        check_method_errors(s, "half_plus_two", "demo")
         check_metadata(s, "half_plus_two", 1, "demo", ["serving_default"])
         check_status(s, "half_plus_two", [1], "demo")
         check_errors(s, "half_plus_two", "demo")
