@@ -416,7 +416,8 @@ def check_errors(srv, name, what):
     t.tensor_shape.dim.add().size = 1
     t.string_val.append(b"abc")
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT,
-                 "input 'x': expected dtype DT_FLOAT, got DT_STRING", what + " wrong dtype (string)")
+                 "input 'x': expected dtype DT_FLOAT, got DT_STRING",
+                 what + " wrong dtype (string)")
     req = predict_req(name, [1.0, 2.0], content=True, shape=[3])
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "tensor_content",
                  what + " tensor_content size mismatch")
