@@ -4,6 +4,7 @@
  * own (a missing ModelSpec, output_filter, metadata_field) follow TF Serving's predict_util.cc,
  * get_model_metadata_impl.cc and get_model_status_impl.cc, with their texts.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -111,26 +112,28 @@ Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_ser
 
 /* ---- Predict -------------------------------------------------------------------------------- */
 
-static int output_index(const tfs_signature *sig, const char *alias)
-{
-    for (int i = 0; i < sig->n_outputs; i++)
-        if (strcmp(sig->outputs[i].alias, alias) == 0)
-            return i;
-    return -1;
-}
-
-/* The outputs to return, in response order: output_filter (checked as TF Serving does) or all. */
+/* The outputs to return, in response order: output_filter (checked as TF Serving does) or all.
+ * The aliases are looked up in a hash map, so a filter of any length costs its length. */
 static enum tfs_code select_outputs(const tfs_signature *sig, char *const *filter,
                                     size_t n_filter, int *idx, int *n_idx, tfs_status *st)
 {
+    tfs__name_map outs, seen;
+    enum tfs_code code;
+
     *n_idx = 0;
     if (n_filter == 0) {
         for (int i = 0; i < sig->n_outputs; i++)
             idx[(*n_idx)++] = i;
         return TFS_OK;
     }
+    memset(&seen, 0, sizeof seen);
+    if ((code = tfs__name_map_init(&outs, (size_t)sig->n_outputs, st)) != TFS_OK ||
+        (code = tfs__name_map_init(&seen, (size_t)sig->n_outputs, st)) != TFS_OK)
+        goto done;
+    for (int i = 0; i < sig->n_outputs; i++)
+        tfs__name_map_put(&outs, sig->outputs[i].alias, i);
     for (size_t f = 0; f < n_filter; f++) {
-        int i = output_index(sig, filter[f]);
+        int i = tfs__name_map_get(&outs, filter[f]);
         if (i < 0) {
             tfs__buf names;
             tfs__buf_init(&names);
@@ -139,25 +142,31 @@ static enum tfs_code select_outputs(const tfs_signature *sig, char *const *filte
                     tfs__buf_putc(&names, ',');
                 tfs__buf_puts(&names, sig->outputs[k].alias);
             }
-            TFS_ERR(st, TFS_INVALID_ARGUMENT, "output tensor alias not found in signature: %s "
-                    "Outputs expected to be in the set {%s}.", filter[f],
-                    names.data ? names.data : "");
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "output tensor alias not found in signature: "
+                           "%s Outputs expected to be in the set {%s}.", filter[f],
+                           names.data ? names.data : "");
             tfs__buf_deinit(&names);
-            return st ? st->code : TFS_INVALID_ARGUMENT;
+            goto done;
         }
-        for (int k = 0; k < *n_idx; k++)
-            if (idx[k] == i)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "duplicate output tensor alias: %s",
-                               filter[f]);
+        /* seen holds at most every output once: a second alias for one stops here. */
+        if (tfs__name_map_put(&seen, sig->outputs[i].alias, i) != -1) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "duplicate output tensor alias: %s",
+                           filter[f]);
+            goto done;
+        }
         idx[(*n_idx)++] = i;
     }
-    return TFS_OK;
+    code = TFS_OK;
+done:
+    tfs__name_map_deinit(&outs);
+    tfs__name_map_deinit(&seen);
+    return code;
 }
 
 enum tfs_code tfs__grpc_check_output_filter(const tfs_signature *sig, char *const *filter,
                                            size_t n_filter, tfs_status *st)
 {
-    int *idx = tfs_calloc(n_filter > 0 ? n_filter : 1, sizeof *idx);
+    int *idx = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1), sizeof *idx);
     int  n_idx = 0;
     if (!idx)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory checking output_filter");
@@ -167,34 +176,82 @@ enum tfs_code tfs__grpc_check_output_filter(const tfs_signature *sig, char *cons
 }
 
 enum tfs_code tfs__grpc_predict_inputs(const Tensorflow__Serving__PredictRequest *req,
-                                       tfs_named_tensor **inputs, int *n_inputs, tfs_status *st)
+                                       const tfs_signature *sig, tfs_named_tensor **inputs,
+                                       int *n_inputs, tfs_status *st)
 {
-    tfs_named_tensor *in = tfs_calloc(req->n_inputs > 0 ? req->n_inputs : 1, sizeof *in);
+    tfs_named_tensor *in = NULL;
+    const char      **names = NULL;
+    bool             *keep = NULL;
+    tfs__name_map     seen;
     int               n = 0;
+    size_t            n_req = req->n_inputs;
     enum tfs_code     code;
 
     *inputs = NULL;
     *n_inputs = 0;
-    if (!in)
-        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
-    /* A map key sent twice arrives twice: the last one wins, as in protobuf's map parsing. */
-    for (size_t i = 0; i < req->n_inputs; i++) {
+    memset(&seen, 0, sizeof seen);
+    if (n_req > INT_MAX) {
+        code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "%zu inputs is too many", n_req);
+        goto fail;
+    }
+    if (!(in = tfs_calloc(n_req > 0 ? n_req : 1, sizeof *in)) ||
+        !(names = tfs_calloc(n_req > 0 ? n_req : 1, sizeof *names)) ||
+        !(keep = tfs_calloc(n_req > 0 ? n_req : 1, sizeof *keep))) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
+        goto fail;
+    }
+    if ((code = tfs__name_map_init(&seen, n_req, st)) != TFS_OK)
+        goto fail;
+    /* A map key sent twice arrives twice: the last one wins, as in protobuf's map parsing, so
+     * the keys are taken from the back. */
+    for (size_t i = n_req; i-- > 0;)
+        keep[i] = tfs__name_map_put(&seen, req->inputs[i]->key, 0) == -1;
+    for (size_t i = 0; i < n_req; i++)
+        if (keep[i])
+            names[n++] = req->inputs[i]->key;
+    /* Every name against the signature before any tensor is decoded: a request is refused for
+     * its names at the cost of reading them. */
+    if (sig && (code = tfs__service_check_input_names(sig, names, n, st)) != TFS_OK)
+        goto fail;
+    tfs__name_map_deinit(&seen);
+    if (sig) {
+        /* From here `seen` maps the signature's aliases to their inputs, for the dtype check. */
+        if ((code = tfs__name_map_init(&seen, (size_t)sig->n_inputs, st)) != TFS_OK)
+            goto fail;
+        for (int k = 0; k < sig->n_inputs; k++)
+            tfs__name_map_put(&seen, sig->inputs[k].alias, k);
+    }
+    n = 0;
+    for (size_t i = 0; i < n_req; i++) {
         const Tensorflow__Serving__PredictRequest__InputsEntry *e = req->inputs[i];
-        bool later = false;
-        for (size_t k = i + 1; k < req->n_inputs && !later; k++)
-            later = strcmp(req->inputs[k]->key, e->key) == 0;
-        if (later)
+        if (!keep[i])
             continue;
         in[n].name = e->key;
-        if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &in[n].tensor, st)) != TFS_OK) {
-            tfs__named_tensors_free(in, n);
-            return code;
-        }
+        if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &in[n].tensor, st)) != TFS_OK)
+            goto fail;
         n++;
+        /* The graph would refuse another dtype too, but in terms of its nodes ("input 1 of
+         * 'Mul'"); the signature names the input. A signature without a dtype is not checked. */
+        int k = sig ? tfs__name_map_get(&seen, e->key) : -1;
+        enum tfs_dtype want = k >= 0 ? tfs_dtype_base(sig->inputs[k].dtype) : TFS_DTYPE_INVALID;
+        if (want != TFS_DTYPE_INVALID && in[n - 1].tensor->dtype != want) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': expected dtype %s, got %s",
+                           e->key, tfs_dtype_name(want), tfs_dtype_name(in[n - 1].tensor->dtype));
+            goto fail;
+        }
     }
+    tfs__name_map_deinit(&seen);
+    tfs_free(names);
+    tfs_free(keep);
     *inputs = in;
     *n_inputs = n;
     return TFS_OK;
+fail:
+    tfs__name_map_deinit(&seen);
+    tfs_free(names);
+    tfs_free(keep);
+    tfs__named_tensors_free(in, n);
+    return code;
 }
 
 /* A Predict between its submit and its answer. */
@@ -309,19 +366,14 @@ void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t
         code = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
         goto fail;
     }
-    if (req->n_output_filter > (size_t)p->sig->n_outputs) {
-        /* More aliases than outputs means an unknown or a duplicate one; find which. */
-        code = tfs__grpc_check_output_filter(p->sig, req->output_filter, req->n_output_filter,
-                                             &st);
-        goto fail;
-    }
     if ((code = select_outputs(p->sig, req->output_filter, req->n_output_filter, p->idx,
                                &p->n_idx, &st)) != TFS_OK ||
-        (code = tfs__grpc_predict_inputs(req, &p->inputs, &p->n_in, &st)) != TFS_OK)
+        (code = tfs__grpc_predict_inputs(req, p->sig, &p->inputs, &p->n_in, &st)) != TFS_OK)
         goto fail;
-    /* predict_done runs exactly once from here, maybe before this returns. */
+    /* predict_done runs exactly once from here, maybe before this returns, with the reason of a
+     * failure in its status (the one passed here when the failure is found before queueing). */
     tfs_service_run_async(p->s, p->sig, p->inputs, p->n_in, deadline_ns, predict_done, p, NULL,
-                          NULL);
+                          &st);
     return;
 fail:
     predict_call_free(p);
@@ -608,6 +660,23 @@ done:
 
 /* ---- ModelService/HandleReloadConfigRequest --------------------------------------------------- */
 
+/* The loader's duplicate-name check with its text, first and through a hash map: a request listing
+ * one name thousands of times is refused at the cost of reading it. (Names the loader refuses for
+ * other reasons, such as an empty one, are left to it.) */
+static enum tfs_code check_model_names(const tfs__model_list *list, tfs_status *st)
+{
+    tfs__name_map names;
+    enum tfs_code code = tfs__name_map_init(&names, (size_t)list->n_models, st);
+    for (int i = 0; code == TFS_OK && i < list->n_models; i++) {
+        const char *name = list->models[i].name;
+        if (*name && tfs__name_map_put(&names, name, i) != -1)
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                           "Illegal to list model %s multiple times in config list", name);
+    }
+    tfs__name_map_deinit(&names);
+    return code;
+}
+
 /* TF Serving's model_service_impl.cc: only a model_config_list is accepted; the list replaces the
  * served one (tfs_loader_reload); the status goes both into the gRPC status and, on success, the
  * response's StatusProto. */
@@ -628,7 +697,8 @@ enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n
                        "HandleReloadConfigRequest. Only ModelConfigList is currently supported");
         goto fail;
     }
-    if ((code = tfs__config_convert(req->config, "ReloadConfigRequest", &list, st)) != TFS_OK)
+    if ((code = tfs__config_convert(req->config, "ReloadConfigRequest", &list, st)) != TFS_OK ||
+        (code = check_model_names(list, st)) != TFS_OK)
         goto fail;
     for (int i = 0; i < list->n_models; i++)
         TFS_LOG_INFO(LOG_MODULE, "ReloadConfigRequest config entry %d: name %s, base_path %s, "

@@ -252,30 +252,36 @@ static const char *task_signature(const Tensorflow__Serving__InferenceTask *t)
     return s && *s ? s : DEFAULT_SIGNATURE;
 }
 
-/* The request-level checks of multi_inference.cc, before anything runs. */
+/* The request-level checks of multi_inference.cc, before anything runs; the signatures are
+ * compared through a hash map, so a request with any number of tasks costs its length. */
 enum tfs_code tfs__grpc_check_tasks(const Tensorflow__Serving__MultiInferenceRequest *req,
                                    tfs_status *st)
 {
+    tfs__name_map sigs;
+    enum tfs_code code;
+
     if (req->n_tasks == 0)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Found no tasks in the MultiInferenceRequest");
+    if ((code = tfs__name_map_init(&sigs, req->n_tasks, st)) != TFS_OK)
+        return code;
     const char *model = req->tasks[0]->model_spec ? req->tasks[0]->model_spec->name : NULL;
-    for (size_t i = 0; i < req->n_tasks; i++) {
+    for (size_t i = 0; i < req->n_tasks && code == TFS_OK; i++) {
         const Tensorflow__Serving__InferenceTask *t = req->tasks[i];
         if (!t->model_spec)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing ModelSpec");
-        if (!model || strcmp(t->model_spec->name, model) != 0)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "All ModelSpecs in a MultiInferenceRequest "
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing ModelSpec");
+        else if (!model || strcmp(t->model_spec->name, model) != 0)
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "All ModelSpecs in a MultiInferenceRequest "
                            "must access the same model name.");
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(task_signature(req->tasks[k]), task_signature(t)) == 0)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Duplicate evaluation of signature: %s",
-                               task_signature(t));
-        if (strcmp(t->method_name, CLASSIFY_METHOD) != 0 &&
-            strcmp(t->method_name, REGRESS_METHOD) != 0)
-            return TFS_ERR(st, TFS_UNIMPLEMENTED, "Unsupported signature method_name: %s",
+        else if (tfs__name_map_put(&sigs, task_signature(t), 0) != -1)
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "Duplicate evaluation of signature: %s",
+                           task_signature(t));
+        else if (strcmp(t->method_name, CLASSIFY_METHOD) != 0 &&
+                 strcmp(t->method_name, REGRESS_METHOD) != 0)
+            code = TFS_ERR(st, TFS_UNIMPLEMENTED, "Unsupported signature method_name: %s",
                            t->method_name);
     }
-    return TFS_OK;
+    tfs__name_map_deinit(&sigs);
+    return code;
 }
 
 enum tfs_code tfs__grpc_multi_inference(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,

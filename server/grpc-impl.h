@@ -65,9 +65,13 @@ Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_ser
 /* ---- request pieces (grpc-api.c, grpc-example.c), also used by model warmup (warmup.c) ------- */
 
 /* A PredictRequest's inputs as named tensors (names borrowed from req; a map key sent twice: the
- * last wins). Free *inputs with tfs__named_tensors_free(*inputs, *n_inputs). */
+ * last wins). With a signature, the names are checked against it first
+ * (tfs__service_check_input_names), so a request with a missing or unknown input is refused
+ * before any tensor is decoded. Time linear in the number of inputs. Free *inputs with
+ * tfs__named_tensors_free(*inputs, *n_inputs). */
 enum tfs_code tfs__grpc_predict_inputs(const Tensorflow__Serving__PredictRequest *req,
-                                       tfs_named_tensor **inputs, int *n_inputs, tfs_status *st);
+                                       const tfs_signature *sig, tfs_named_tensor **inputs,
+                                       int *n_inputs, tfs_status *st);
 /* INVALID_ARGUMENT with TF Serving's texts for an output_filter alias the signature lacks or one
  * given twice. */
 enum tfs_code tfs__grpc_check_output_filter(const tfs_signature *sig, char *const *filter,

@@ -300,7 +300,10 @@ static void send_answer(call *c, enum tfs_code code, const tfs_status *st, uint8
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = c->resp;
     } else {
-        c->status_details = grpc_slice_from_copied_string(st->msg);
+        /* Copied: st may be the caller's stack. Every error carries a reason; one without would
+         * be our bug, and the client still gets the code's name instead of nothing. */
+        c->status_details = grpc_slice_from_copied_string(
+            st && st->msg[0] ? st->msg : tfs_code_name(code));
     }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.trailing_metadata_count = (size_t)c->n_trailing;

@@ -397,11 +397,14 @@ static enum tfs_code decode_columnar(const tfs__jv *val, const tfs_signature *si
         *n = 1;
         return TFS_OK;
     }
-    for (int i = 0; i < sig->n_inputs; i++) {
-        const tfs__jv *item = tfs__jv_get(val, sig->inputs[i].alias);
-        if (!item)
+    /* Every name first: a request missing one is refused before any tensor is decoded. Keys the
+     * signature lacks are ignored, as TF Serving does (it looks up only the signature's). */
+    for (int i = 0; i < sig->n_inputs; i++)
+        if (!tfs__jv_get(val, sig->inputs[i].alias))
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing named input: %s in 'inputs' object.",
                            sig->inputs[i].alias);
+    for (int i = 0; i < sig->n_inputs; i++) {
+        const tfs__jv *item = tfs__jv_get(val, sig->inputs[i].alias);
         in[i].name = sig->inputs[i].alias;
         if ((code = columnar_tensor(item, &sig->inputs[i], &in[i].tensor, st)) != TFS_OK)
             return code;

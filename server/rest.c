@@ -208,10 +208,12 @@ static void predict_done(void *ctx, enum tfs_code code, const tfs_status *st,
     tfs__rest_call *c = ctx;
     c->code = code;
     if (code != TFS_OK && (c->err = tfs_malloc(sizeof *c->err)) != NULL) {
-        if (st)
+        /* The service layer always says why; a status without a reason would be our bug, and
+         * the client still learns the code's name. */
+        if (st && st->msg[0])
             *c->err = *st;
         else
-            TFS_ERR(c->err, code, "predict failed");
+            TFS_ERR(c->err, code, "predict failed: %s", tfs_code_name(code));
     }
     for (int i = 0; i < n_outputs && c->pc.outputs; i++)
         c->pc.outputs[i] = outputs[i];
@@ -293,7 +295,7 @@ tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *p
         c->wake = wake;
         c->wake_ctx = wake_ctx;
         tfs_service_run_async(c->pc.servable, c->pc.sig, c->pc.inputs, c->pc.n_inputs,
-                              deadline_ns, predict_done, c, &c->task, NULL);
+                              deadline_ns, predict_done, c, &c->task, &st);
         tfs__route_deinit(&r);
         return c;
     case TFS__ROUTE_CLASSIFY:

@@ -46,6 +46,31 @@ static inline void tfs__buf_putc(tfs__buf *b, char c)
 void tfs__buf_puts(tfs__buf *b, const char *s);
 void tfs__buf_printf(tfs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- name map (name-map.c) ------------------------------------------------------------------ */
+
+/* Names (borrowed; they must outlive the map) to non-negative ints, in time linear in the number
+ * of names: the request checks use it instead of comparing names pairwise. */
+typedef struct tfs__name_map_slot {
+    const char *name;   /* NULL: empty */
+    int         value;
+} tfs__name_map_slot;
+
+typedef struct tfs__name_map {
+    tfs__name_map_slot *slots;
+    size_t              mask;   /* slot count - 1 */
+    size_t              n, max;
+    tfs__name_map_slot  inline_slots[16];
+} tfs__name_map;
+
+/* Room for n_max names; RESOURCE_EXHAUSTED when that cannot be allocated. */
+enum tfs_code tfs__name_map_init(tfs__name_map *m, size_t n_max, tfs_status *st);
+void tfs__name_map_deinit(tfs__name_map *m);   /* NULL-safe, also after a failed init */
+/* Adds name -> value (value >= 0) unless name is there: returns -1 when added, the value already
+ * stored for name otherwise, and -2 (nothing added) past the n_max given to init. */
+int tfs__name_map_put(tfs__name_map *m, const char *name, int value);
+/* The value stored for name, or -1. */
+int tfs__name_map_get(const tfs__name_map *m, const char *name);
+
 /* ---- JSON writer (json-writer.c) ------------------------------------------------------------ */
 
 /* Writes JSON the way rapidjson's PrettyWriter does (TF Serving's REST output): newline and
@@ -376,6 +401,15 @@ enum tfs_code tfs__service_regress(tfs_loader *l, const tfs_model_spec *spec,
                                    tfs__regress_result *res, tfs_status *st);
 void tfs__classify_result_deinit(tfs__classify_result *res);   /* NULL-safe */
 void tfs__regress_result_deinit(tfs__regress_result *res);     /* NULL-safe */
+
+/* ---- predict input names (service.c) --------------------------------------------------------- */
+
+/* The Predict input checks of tfs_service_run on the request's input names alone (each given
+ * once), so that a front end refuses a request before it decodes any tensor: TF Serving's texts
+ * for a wrong count, a signature input neither sent nor defaulted, a name the signature lacks;
+ * "duplicate input tensor alias: NAME" for a name given twice. Time linear in n. */
+enum tfs_code tfs__service_check_input_names(const tfs_signature *sig, const char *const *names,
+                                             int n, tfs_status *st);
 
 /* ---- the service layer on a model that is not served yet (service.c, service-example.c) ------ */
 

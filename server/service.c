@@ -53,17 +53,14 @@ enum tfs_code tfs__service_signature_model(const tfs_savedmodel *m, const char *
 
 /* ---- input checks --------------------------------------------------------------------------- */
 
+/* Each list of names in a message stops after this many bytes (then ",..."): a request with
+ * thousands of names would otherwise fill the message with the first list and cut off the rest,
+ * which names what is missing. */
+#define LIST_MAX (TFS_STATUS_MSG_MAX / 4)
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static bool sig_has_input(const tfs_signature *sig, const char *name)
-{
-    for (int i = 0; i < sig->n_inputs; i++)
-        if (strcmp(sig->inputs[i].alias, name) == 0)
-            return true;
-    return false;
 }
 
 static bool sig_has_default(const tfs_signature *sig, const char *name)
@@ -74,24 +71,19 @@ static bool sig_has_default(const tfs_signature *sig, const char *name)
     return false;
 }
 
-static bool request_has(const char *const *names, int n, const char *name)
+/* Appends to b, joined with ",", the names that are in `in` (want true) or not in it (want
+ * false); every name when in is NULL. */
+static void join(tfs__buf *b, const char *const *names, int n, const tfs__name_map *in, bool want)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return true;
-    return false;
-}
-
-/* Appends the names for which keep(name) is true, joined with ",". */
-static void join(tfs__buf *b, const char *const *names, int n, const tfs_signature *sig,
-                 int which)
-{
-    bool first = true;
+    size_t start = b->len;
+    bool   first = true;
     for (int i = 0; i < n; i++) {
-        bool keep = which == 0 || (which == 1 && !sig_has_input(sig, names[i])) ||
-                    (which == 2 && sig_has_input(sig, names[i]));
-        if (!keep)
+        if (in && (tfs__name_map_get(in, names[i]) >= 0) != want)
             continue;
+        if (b->len - start > LIST_MAX) {
+            tfs__buf_puts(b, ",...");
+            return;
+        }
         if (!first)
             tfs__buf_putc(b, ',');
         tfs__buf_puts(b, names[i]);
@@ -112,88 +104,118 @@ static bool inputs_exact(const tfs_signature *sig, const tfs_named_tensor *input
     return true;
 }
 
-static enum tfs_code check_inputs(const tfs_signature *sig, const tfs_named_tensor *inputs, int n,
-                                  tfs_status *st)
+/* TF Serving's checks and texts, in time linear in the number of names: the request's and the
+ * signature's names go into hash maps once, and only an error sorts the request's names (TF
+ * Serving prints them from a std::set). */
+enum tfs_code tfs__service_check_input_names(const tfs_signature *sig, const char *const *names,
+                                             int n, tfs_status *st)
 {
-    if (inputs_exact(sig, inputs, n))
-        return TFS_OK;
-
     enum tfs_code code = TFS_OK;
+    tfs__name_map in_sig, in_req;
     tfs__buf      a, b, c, d;
-    const char  **req = tfs_calloc((size_t)(n > 0 ? n : 1), sizeof *req);
-    const char  **sig_names = tfs_calloc((size_t)(sig->n_inputs > 0 ? sig->n_inputs : 1),
-                                         sizeof *sig_names);
+    const char  **req = NULL;
+    const char  **sig_names = NULL;
+    int           bad = -1;   /* the signature input that is missing */
 
     tfs__buf_init(&a);
     tfs__buf_init(&b);
     tfs__buf_init(&c);
     tfs__buf_init(&d);
+    memset(&in_req, 0, sizeof in_req);
+    if ((code = tfs__name_map_init(&in_sig, (size_t)sig->n_inputs, st)) != TFS_OK)
+        goto done;
+    if ((code = tfs__name_map_init(&in_req, (size_t)(n > 0 ? n : 0), st)) != TFS_OK)
+        goto done;
+    for (int i = 0; i < sig->n_inputs; i++)
+        tfs__name_map_put(&in_sig, sig->inputs[i].alias, i);
+    for (int i = 0; i < n; i++) {
+        if (tfs__name_map_put(&in_req, names[i], i) >= 0) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "duplicate input tensor alias: %s",
+                           names[i]);
+            goto done;
+        }
+    }
+    bool count_bad = sig->n_defaults == 0 && n != sig->n_inputs;
+    for (int i = 0; !count_bad && bad < 0 && i < sig->n_inputs; i++)
+        if (tfs__name_map_get(&in_req, sig->inputs[i].alias) < 0 &&
+            !sig_has_default(sig, sig->inputs[i].alias))
+            bad = i;
+    bool unknown = false;
+    for (int i = 0; !count_bad && bad < 0 && !unknown && i < n; i++)
+        unknown = tfs__name_map_get(&in_sig, names[i]) < 0;
+    if (!count_bad && bad < 0 && !unknown) {
+        tfs_status_clear(st);
+        goto done;
+    }
+
+    /* An error: the texts want the request's names sorted. */
+    req = tfs_calloc((size_t)(n > 0 ? n : 1), sizeof *req);
+    sig_names = tfs_calloc((size_t)(sig->n_inputs > 0 ? sig->n_inputs : 1), sizeof *sig_names);
     if (!req || !sig_names) {
         code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory checking predict inputs");
         goto done;
     }
-    for (int i = 0; i < n; i++)
-        req[i] = inputs[i].name;
+    if (n > 0)
+        memcpy(req, names, (size_t)n * sizeof *req);
     qsort(req, (size_t)n, sizeof *req, cmp_str);
     for (int i = 0; i < sig->n_inputs; i++)
         sig_names[i] = sig->inputs[i].alias;
 
-    /* VerifyRequestInputsSize (only meaningful when no defaults can fill a gap). */
-    if (sig->n_defaults == 0 && n != sig->n_inputs) {
-        join(&a, req, n, sig, 0);
-        join(&b, sig_names, sig->n_inputs, sig, 0);
-        join(&c, req, n, sig, 1);
-        for (int i = 0; i < sig->n_inputs; i++) {
-            if (request_has(req, n, sig_names[i]))
-                continue;
-            if (d.len)
-                tfs__buf_putc(&d, ',');
-            tfs__buf_puts(&d, sig_names[i]);
-        }
+    if (count_bad) {
+        /* VerifyRequestInputsSize (only meaningful when no defaults can fill a gap). */
+        join(&a, req, n, NULL, true);
+        join(&b, sig_names, sig->n_inputs, NULL, true);
+        join(&c, req, n, &in_sig, false);
+        join(&d, sig_names, sig->n_inputs, &in_req, false);
         code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
                        "input size does not match signature: %d!=%d len({%s}) != len({%s}). "
                        "Sent extra: {%s}. Missing but required: {%s}.",
                        n, sig->n_inputs, a.data ? a.data : "", b.data ? b.data : "",
                        c.data ? c.data : "", d.data ? d.data : "");
-        goto done;
-    }
-    /* GetInputValues: each signature input from the request or from the defaults. */
-    for (int i = 0; i < sig->n_inputs; i++) {
-        const tfs_tensor_info *ti = &sig->inputs[i];
-        if (request_has(req, n, ti->alias) || sig_has_default(sig, ti->alias))
-            continue;
-        const char **dn = (const char **)sig->default_names;
-        join(&a, req, n, sig, 0);
-        for (int k = 0; k < sig->n_defaults; k++) {
-            if (k)
-                tfs__buf_putc(&b, ',');
-            tfs__buf_puts(&b, dn[k]);
-        }
+    } else if (bad >= 0) {
+        /* GetInputValues: each signature input from the request or from the defaults. */
+        const tfs_tensor_info *ti = &sig->inputs[bad];
+        join(&a, req, n, NULL, true);
+        join(&b, (const char *const *)sig->default_names, sig->n_defaults, NULL, true);
         code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
                        "Signature input alias: %s(feed name: %s) not found in request and no "
                        "default value provided. Inputs expected to be in the request {%s}, or "
                        "default input alias set: %s",
                        ti->alias, ti->tensor_name ? ti->tensor_name : "", a.data ? a.data : "",
                        b.data ? b.data : "");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if (sig_has_input(sig, req[i]))
-            continue;
-        join(&a, req, n, sig, 2);
-        join(&b, req, n, sig, 0);
+    } else {
+        join(&a, req, n, &in_sig, true);
+        join(&b, req, n, NULL, true);
         code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
                        "Inputs contains invalid name. Used request inputs: %s, request input: %s",
                        a.data ? a.data : "", b.data ? b.data : "");
-        goto done;
     }
 done:
+    tfs__name_map_deinit(&in_sig);
+    tfs__name_map_deinit(&in_req);
     tfs__buf_deinit(&a);
     tfs__buf_deinit(&b);
     tfs__buf_deinit(&c);
     tfs__buf_deinit(&d);
     tfs_free(req);
     tfs_free(sig_names);
+    return code;
+}
+
+static enum tfs_code check_inputs(const tfs_signature *sig, const tfs_named_tensor *inputs, int n,
+                                  tfs_status *st)
+{
+    if (inputs_exact(sig, inputs, n))
+        return TFS_OK;
+    const char  *small[8] = {NULL};
+    const char **names = n <= 8 ? small : tfs_calloc((size_t)n, sizeof *names);
+    if (!names)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory checking predict inputs");
+    for (int i = 0; i < n; i++)
+        names[i] = inputs[i].name;
+    enum tfs_code code = tfs__service_check_input_names(sig, names, n, st);
+    if (names != small)
+        tfs_free(names);
     return code;
 }
 
@@ -263,6 +285,10 @@ enum tfs_code tfs_service_run_async(tfs_servable *s, const tfs_signature *sig,
                                     int64_t deadline_ns, tfs_servable_done_fn done, void *ctx,
                                     tfs_servable_task **task, tfs_status *st)
 {
+    tfs_status local;
+    /* done must always get a status with the reason: a caller that passes none gets ours. */
+    if (!st)
+        st = &local;
     if (task)
         *task = NULL;
     enum tfs_code code = check_runnable(sig, inputs, n_inputs, st);

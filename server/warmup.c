@@ -48,7 +48,7 @@ static enum tfs_code warm_predict(const tfs_savedmodel *m,
     if ((code = tfs__service_signature_model(m, name, TFS_API_GRPC, &sig, st)) != TFS_OK ||
         (code = tfs__grpc_check_output_filter(sig, req->output_filter, req->n_output_filter,
                                               st)) != TFS_OK ||
-        (code = tfs__grpc_predict_inputs(req, &inputs, &n_in, st)) != TFS_OK)
+        (code = tfs__grpc_predict_inputs(req, sig, &inputs, &n_in, st)) != TFS_OK)
         goto done;
     if (!(outputs = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1),
                                sizeof *outputs))) {

@@ -160,12 +160,37 @@ class Server:
 
 
 def expect_error(fn, code, text, what):
+    """fn fails with `code` and details that are not empty and hold `text` (a string, or a tuple
+    of strings that must all be there)."""
+    texts = text if isinstance(text, tuple) else (text,)
     try:
         fn()
         check(False, what + ": expected %s, got OK" % code)
     except grpc.RpcError as e:
-        ok = e.code() == code and text in (e.details() or "")
-        check(ok, "%s: expected %s %r, got %s %r" % (what, code, text, e.code(), e.details()))
+        details = e.details() or ""
+        ok = e.code() == code and details.strip() and all(t in details for t in texts)
+        check(ok, "%s: expected %s %r, got %s %r" % (what, code, text, e.code(), details))
+
+
+def rest_post(port, path, body):
+    """POSTs body (text) to tfserve's REST port: (HTTP status, the parsed JSON answer)."""
+    import json
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as f:
+            return f.status, json.loads(f.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode())
+
+
+def expect_rest_error(port, path, body, status, text, what):
+    got_status, doc = rest_post(port, path, body)
+    err = doc.get("error", "") if isinstance(doc, dict) else ""
+    check(got_status == status and err.strip() and text in err,
+          "REST %s: expected %d %r, got %d %r" % (what, status, text, got_status, doc))
 
 
 def predict_req(name, values=None, content=False, version=None, label=None, signature=None,
@@ -391,7 +416,9 @@ def check_errors(srv, name, what):
     t.dtype = 7
     t.tensor_shape.dim.add().size = 1
     t.string_val.append(b"abc")
-    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "", what + " wrong dtype (string)")
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT,
+                 "input 'x': expected dtype DT_FLOAT, got DT_STRING",
+                 what + " wrong dtype (string)")
     req = predict_req(name, [1.0, 2.0], content=True, shape=[3])
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "tensor_content",
                  what + " tensor_content size mismatch")
@@ -402,7 +429,8 @@ def check_errors(srv, name, what):
     t.half_val.append(0x3C00)
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "half_val", what + " half_val")
     req = predict_req(name, [1.0], key="nope")
-    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "", what + " unknown input name")
+    expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "nope",
+                 what + " unknown input name")
     # One value broadcast to 2^40 floats (4 TiB) by a 20-byte tensor: refused before allocating.
     req = predict_req(name, [1.0], shape=[1 << 40])
     expect_error(lambda: predict(srv, req), E.INVALID_ARGUMENT, "shape too large",
@@ -427,6 +455,272 @@ def check_errors(srv, name, what):
     # Still serving after all of that.
     r = predict(srv, predict_req(name, [1.0]))
     check(close(list(r.outputs["y"].float_val), [2.5]), what + " still answers after errors")
+
+
+def check_input_errors(srv, name, what, rest_port=None, default_x=False):
+    """Each way a Predict's inputs can be wrong gets its code and a reason that names the input,
+    over gRPC and (rest_port given) over REST; names are checked before any tensor is decoded.
+    default_x: the signature has a default for x (TF2's export), which changes TF Serving's
+    checks: no count check, a missing x is fed the default."""
+    from tensorflow_serving.apis import predict_pb2
+    E = grpc.StatusCode
+    bad_in = E.INVALID_ARGUMENT
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = name
+    if default_x:
+        check(len(predict(srv, req).outputs["y"].float_val) > 0,
+              what + " missing input with a default: answered")
+        unknown = "Inputs contains invalid name. Used request inputs: , request input: nope"
+        extra = "Inputs contains invalid name. Used request inputs: x, request input: extra,x"
+    else:
+        expect_error(lambda: predict(srv, req), bad_in,
+                     "input size does not match signature: 0!=1 len({}) != len({x}). "
+                     "Sent extra: {}. Missing but required: {x}.", what + " missing input")
+        unknown = ("Signature input alias: x(feed name: ", "not found in request and no default "
+                   "value provided. Inputs expected to be in the request {nope}, or default "
+                   "input alias set: ")
+        extra = ("input size does not match signature: 2!=1 len({extra,x}) != len({x}). "
+                 "Sent extra: {extra}. Missing but required: {}.")
+    req = predict_req(name, [1.0], key="nope")
+    expect_error(lambda: predict(srv, req), bad_in, unknown, what + " unknown input")
+    req = predict_req(name, [1.0])
+    req.inputs["extra"].CopyFrom(req.inputs["x"])
+    expect_error(lambda: predict(srv, req), bad_in, extra, what + " extra input")
+    # Names come before tensors: an unknown or extra input whose tensor cannot be decoded is
+    # refused for its name, not for its tensor.
+    for inputs, text in ((["nope"], unknown), (["x", "extra"], extra)):
+        req = predict_req(name)
+        for k in inputs:
+            t = req.inputs[k]
+            t.dtype = 1
+            t.tensor_shape.dim.add().size = 3
+            t.tensor_content = b"\0" * 5   # 5 bytes for 3 floats
+        expect_error(lambda: predict(srv, req), bad_in, text,
+                     what + " names checked before tensors (%s)" % inputs)
+    # A key sent twice on the wire: the last one wins, as protobuf's map parsing does.
+    second = predict_req(name, [1.0])
+    second.ClearField("model_spec")
+    twice = predict_req(name, [100.0]).SerializeToString() + second.SerializeToString()
+    r = predict_pb2.PredictResponse.FromString(srv.raw(PS + "Predict", twice))
+    check(close(list(r.outputs["y"].float_val), [2.5]), "%s input x sent twice: the last wins: %s"
+          % (what, r.outputs["y"]))
+    req = predict_req(name)
+    t = req.inputs["x"]
+    t.dtype = 7
+    t.tensor_shape.dim.add().size = 1
+    t.string_val.append(b"abc")
+    expect_error(lambda: predict(srv, req), bad_in,
+                 "input 'x': expected dtype DT_FLOAT, got DT_STRING", what + " wrong dtype")
+    req = predict_req(name, [1.0], dtype=2)   # DT_DOUBLE
+    expect_error(lambda: predict(srv, req), bad_in,
+                 "input 'x': expected dtype DT_FLOAT, got DT_DOUBLE", what + " double for float")
+    req = predict_req(name, [1.0], dtype=99)
+    expect_error(lambda: predict(srv, req), bad_in,
+                 "tensor parsing error: x (dtype DT_INVALID is not supported in a request)",
+                 what + " dtype that does not exist")
+    req = predict_req(name, [1.0, 2.0], content=True, shape=[3])
+    expect_error(lambda: predict(srv, req), bad_in,
+                 "tensor parsing error: x (tensor_content has 8 bytes, shape [3] of DT_FLOAT "
+                 "needs 12)", what + " too few values")
+    if not default_x:   # TF2's x is declared [1]
+        # Values past the shape are ignored, as TensorFlow's Tensor::FromProto does.
+        r = predict(srv, predict_req(name, [1.0, 2.0, 3.0], shape=[2]))
+        check(close(list(r.outputs["y"].float_val), [2.5, 3.0]),
+              "%s 3 float_val for shape [2]: the first 2 are used: %s" % (what, r.outputs["y"]))
+    req = predict_req(name, [1.0], shape=[-2])
+    expect_error(lambda: predict(srv, req), bad_in, "tensor parsing error: x (dimension 0",
+                 what + " negative dimension")
+    expect_error(lambda: predict(srv, predict_req(name, [1.0], signature="nope")),
+                 E.FAILED_PRECONDITION, 'Serving signature key "nope" not found.',
+                 what + " unknown signature")
+    expect_error(lambda: predict(srv, predict_req("nope", [1.0])), E.NOT_FOUND,
+                 "Servable not found for request: Latest(nope)", what + " unknown model")
+    expect_error(lambda: predict(srv, predict_req(name, [1.0], version=999)), E.NOT_FOUND,
+                 "Servable not found for request: Specific(%s, 999)" % name,
+                 what + " unknown version")
+    req = predict_req(name, [1.0])
+    req.output_filter.extend(["y", "nope"])
+    expect_error(lambda: predict(srv, req), bad_in,
+                 "output tensor alias not found in signature: nope Outputs expected to be in the "
+                 "set {y}.", what + " output_filter with an unknown alias")
+    req = predict_req(name, [1.0])
+    req.output_filter.extend(["y"] * 3)
+    expect_error(lambda: predict(srv, req), bad_in, "duplicate output tensor alias: y",
+                 what + " output_filter with y three times")
+    if rest_port is None:
+        return
+    p = "/v1/models/%s:predict" % name
+    for body, status, text, case in (
+            ('{"inputs": {}}', 400, "Missing named input: x in 'inputs' object.", "missing input"),
+            ('{"instances": [{}]}', 400, "JSON object: {} keys must be equal to: x",
+             "missing input (rows)"),
+            ('{"inputs": {"nope": [1.0]}}', 400, "Missing named input: x in 'inputs' object.",
+             "unknown input"),
+            ('{"instances": [{"nope": 1.0}]}', 400, "does not have named input: nope",
+             "unknown input (rows)"),
+            ('{"instances": [{"x": 1.0, "extra": 2.0}]}', 400,
+             "does not have named input: extra", "extra input (rows)"),
+            ('{"inputs": {"x": ["a"]}}', 400,
+             'JSON Value: "a" Type: String is not of expected type: float', "bad dtype"),
+            ('{"instances": [[1.0], [1.0, 2.0]]}', 400, "Expecting tensor size: 1 but got: 2",
+             "too few values"),
+            ('{"signature_name": "nope", "inputs": [1.0]}', 400,
+             'Serving signature name: "nope" not found in signature def', "unknown signature")):
+        expect_rest_error(rest_port, p, body, status, text, "%s %s" % (what, case))
+    expect_rest_error(rest_port, "/v1/models/nope:predict", '{"inputs": [1.0]}', 404,
+                      "Servable not found for request: Latest(nope)", what + " unknown model")
+    expect_rest_error(rest_port, "/v1/models/%s/versions/999:predict" % name, '{"inputs": [1.0]}',
+                      404, "Servable not found for request: Specific(%s, 999)" % name,
+                      what + " unknown version")
+    # Columnar "inputs" reads only the signature's names, as TF Serving does: an extra key is
+    # not an error there.
+    status, doc = rest_post(rest_port, p, '{"inputs": {"x": [1.0], "extra": [1.0]}}')
+    check(status == 200 and doc == {"outputs": [2.5]},
+          "%s REST columnar extra key ignored: %d %r" % (what, status, doc))
+
+
+def check_method_errors(srv, name, what):
+    """The other RPCs' errors carry their reasons too: unknown model and version for each."""
+    from tensorflow_serving.apis import classification_pb2 as C
+    from tensorflow_serving.apis import get_model_metadata_pb2 as gmm
+    from tensorflow_serving.apis import get_model_status_pb2 as gms
+    from tensorflow_serving.apis import inference_pb2 as I
+    from tensorflow_serving.apis import regression_pb2 as R
+    E = grpc.StatusCode
+    for model, version, text in (("nope", None, "Latest(nope)"),
+                                 (name, 999, "Specific(%s, 999)" % name)):
+        def spec(ms):
+            ms.name = model
+            if version is not None:
+                ms.version.value = version
+        q = gmm.GetModelMetadataRequest()
+        spec(q.model_spec)
+        q.metadata_field.append("signature_def")
+        expect_error(lambda: srv.call(PS + "GetModelMetadata", q, gmm.GetModelMetadataResponse),
+                     E.NOT_FOUND, text, "%s GetModelMetadata %s" % (what, text))
+        q = C.ClassificationRequest()
+        spec(q.model_spec)
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "Classify", q, C.ClassificationResponse),
+                     E.NOT_FOUND, text, "%s Classify %s" % (what, text))
+        q = R.RegressionRequest()
+        spec(q.model_spec)
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "Regress", q, R.RegressionResponse),
+                     E.NOT_FOUND, text, "%s Regress %s" % (what, text))
+        q = I.MultiInferenceRequest()
+        t = q.tasks.add()
+        spec(t.model_spec)
+        t.method_name = "tensorflow/serving/regress"
+        examples(q.input.example_list, [1.0])
+        expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                     E.NOT_FOUND, text, "%s MultiInference %s" % (what, text))
+    q = gms.GetModelStatusRequest()
+    q.model_spec.name = name
+    q.model_spec.version.value = 999
+    expect_error(lambda: srv.call(MS + "GetModelStatus", q, gms.GetModelStatusResponse),
+                 E.NOT_FOUND, "999", what + " GetModelStatus of an unknown version")
+    q = I.MultiInferenceRequest()
+    expect_error(lambda: srv.call(PS + "MultiInference", q, I.MultiInferenceResponse),
+                 E.INVALID_ARGUMENT, "Found no tasks in the MultiInferenceRequest",
+                 what + " MultiInference without tasks")
+
+
+def sanitized(build):
+    """Whether the build under test has sanitizers (TFS_SANITIZE set): everything runs several
+    times slower there."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            return any(line.startswith("TFS_SANITIZE:") and line.strip().split("=", 1)[1]
+                       for line in f)
+    except OSError:
+        return False
+
+
+def check_many_names(build, demo, tmp):
+    """Requests with tens of thousands of names are refused in time linear in their size: on a
+    server with ONE gRPC thread, a 50,000-input Predict, a 20,000-task MultiInference and a
+    20,000-model ReloadConfig each get their error in under a second, and a normal Predict on
+    another channel is answered within a second while they are being checked."""
+    import threading
+    from tensorflow_serving.apis import inference_pb2 as I
+    from tensorflow_serving.apis import model_management_pb2 as mm
+    from tensorflow_serving.apis import predict_pb2
+    name = "half_plus_two"
+    # The pairwise checks took 1.1-7.9 s here; ASan and UBSan make the linear ones a few times
+    # slower than the second they get otherwise.
+    limit = 3.0 if sanitized(build) else 1.0
+    s = Server(build, name, demo, tmp, ["--grpc_num_threads=1"])
+    other = grpc.insecure_channel("127.0.0.1:%d" % s.port,
+                                  options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        big = predict_pb2.PredictRequest()
+        big.model_spec.name = name
+        for i in range(50000):
+            t = big.inputs["in_%06d" % i]
+            t.dtype = 1
+            t.float_val.append(1.0)
+        multi = I.MultiInferenceRequest()
+        for i in range(20000):
+            t = multi.tasks.add()
+            t.model_spec.name = name
+            t.model_spec.signature_name = "sig_%06d" % i
+            t.method_name = "tensorflow/serving/regress"
+        examples(multi.input.example_list, [1.0])
+        reload = mm.ReloadConfigRequest()
+        for i in range(20000):
+            c = reload.config.model_config_list.config.add()
+            c.name = "m%06d" % (i % 19999)   # the last repeats the first
+            c.base_path = demo
+            c.model_platform = "tensorflow"
+        normal = predict_req(name, [1.0])
+        f = other.unary_unary(PS + "Predict", request_serializer=lambda m: m.SerializeToString(),
+                              response_deserializer=predict_pb2.PredictResponse.FromString)
+        f(normal, timeout=10)   # the second channel is connected before the clock starts
+        for path, msg, text, what in (
+                (PS + "Predict", big, "len({in_000000,in_000001,", "50,000 unknown inputs"),
+                (PS + "MultiInference", multi, "No signature was found with the name: sig_000000",
+                 "20,000 MultiInference tasks"),
+                (MS + "HandleReloadConfigRequest", reload,
+                 "Illegal to list model m000000 multiple times in config list",
+                 "ReloadConfig listing 20,000 models")):
+            data = msg.SerializeToString()
+            res = {}
+
+            def refused():
+                t0 = time.time()
+                try:
+                    s.raw(path, data, timeout=60)
+                    res["got"] = "OK"
+                except grpc.RpcError as e:
+                    res["got"] = (e.code(), e.details() or "")
+                res["took"] = time.time() - t0
+
+            th = threading.Thread(target=refused)
+            th.start()
+            worst, n = 0.0, 0
+            while th.is_alive() or n == 0:
+                t0 = time.time()
+                try:
+                    y = f(normal, timeout=10).outputs["y"].float_val
+                    ok = close(list(y), [2.5])
+                except grpc.RpcError:
+                    ok = False
+                worst = max(worst, time.time() - t0 if ok else 1e9)
+                n += 1
+            th.join()
+            got = res["got"]
+            check(got != "OK" and got[0] == grpc.StatusCode.INVALID_ARGUMENT and text in got[1],
+                  "%s (%d bytes) refused with %r: %r" % (what, len(data), text, got))
+            check(res["took"] < limit, "%s refused in %.3f s (limit %.0f s)"
+                  % (what, res["took"], limit))
+            check(worst < limit, "%s: normal Predicts meanwhile answered within %.3f s (limit "
+                  "%.0f s)" % (what, worst, limit))
+            print("%s (%d bytes): refused in %.3f s; %d normal Predicts meanwhile, slowest "
+                  "%.3f s" % (what, len(data), res["took"], n, worst), flush=True)
+    finally:
+        other.close()
+        s.stop()
 
 
 def check_counter(srv, what):
@@ -730,9 +1024,12 @@ def main():
     try:
         gen_stubs(a.source, tmp)
         demo = os.path.join(a.build, "models", "half_plus_two")
-        s = Server(a.build, "half_plus_two", demo, tmp)
+        rest_port = free_port()
+        s = Server(a.build, "half_plus_two", demo, tmp, ["--rest_api_port=%d" % rest_port])
         servers.append(s)
         check_half_plus_two(s, "half_plus_two", 1, "demo")
+        check_input_errors(s, "half_plus_two", "demo", rest_port)
+        check_method_errors(s, "half_plus_two", "demo")
         check_metadata(s, "half_plus_two", 1, "demo", ["serving_default"])
         check_status(s, "half_plus_two", [1], "demo")
         check_errors(s, "half_plus_two", "demo")
@@ -759,6 +1056,7 @@ def main():
         check_max_tensor_bytes(a.build, demo, tmp)
         check_stop_under_load(a.build, demo, tmp)
         check_stop_with_idle_connection(a.build, demo, tmp)
+        check_many_names(a.build, demo, tmp)
         # One thread on the queue: the same concurrent mix still works, and calls that wait
         # behind big ones past their deadline are answered DEADLINE_EXCEEDED without running.
         s = Server(a.build, "half_plus_two", demo, tmp, ["--grpc_num_threads=1",
@@ -787,6 +1085,7 @@ def main():
                     check_metadata_json(s, "half_plus_two",
                                         os.path.join(fx, "half_plus_two_model_metadata.json"), what)
                 check_errors(s, "half_plus_two", what)
+                check_input_errors(s, "half_plus_two", what, default_x=what == "tf2")
                 s.stop()
                 servers.remove(s)
             s = Server(a.build, "hp2", os.path.join(fx, "saved_model_half_plus_two_2_versions"),
