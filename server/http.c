@@ -1,4 +1,4 @@
-/* The REST front end's HTTP layer on libmicrohttpd: a daemon with an internal epoll thread pool,
+/* The REST front end's HTTP layer on libmicrohttpd: a daemon with an internal poll() thread pool,
  * request bodies accumulated up to a limit, and responses handed back from rest.c.
  *
  * DESIGN. MHD calls the access handler several times per request: once with the headers (we
@@ -24,6 +24,16 @@
  * "Connection: close", so keep-alive clients move elsewhere after their current request; the
  * requests in flight (counted from their headers to their request-completed callback) are what
  * the drain waits for. Idle keep-alive connections are closed by MHD_stop_daemon.
+ *
+ * Connections. Each pool thread polls its connections with poll(), which has no FD_SETSIZE cap,
+ * rather than epoll: libmicrohttpd 0.9.75's epoll mode is edge-triggered and takes a short read
+ * for a drained socket, so a client that sends part of a request and closes at once (data and FIN
+ * in one go) is never seen to close, and its socket stays in CLOSE-WAIT until a timeout (a third
+ * of a 2,000-connection flood did); poll() is level-triggered and sees the FIN. A thread holds at
+ * most its share of opts.max_connections; past that, new connections wait in the kernel's backlog
+ * until one closes. A connection with no traffic for opts.connection_timeout_s (idle keep-alive,
+ * or a request whose bytes stopped coming) is closed by MHD, so idle clients cannot hold the limit
+ * for good.
  *
  * We bind the listening socket ourselves so that a failed bind reports errno's reason, and install
  * an identity URL-unescaper: MHD would otherwise decode %XX in the path before routing, while TF
@@ -139,6 +149,8 @@ tfs_rest_opts tfs_rest_opts_default(void)
         .num_threads = 4,
         .timeout_ms = 30000,
         .max_body_bytes = (size_t)64 << 20,
+        .connection_timeout_s = 60,
+        .max_connections = 4096,
         .bind_address = "0.0.0.0",
     };
     return o;
@@ -621,6 +633,15 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
     if (opts->num_threads < 1)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST thread count must be >= 1, got %d",
                        opts->num_threads);
+    /* MHD splits the connection limit among its pool threads and refuses to start when a thread
+     * would get none. */
+    if (opts->max_connections < opts->num_threads)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST connection limit %d is below the REST "
+                       "thread count %d (each thread needs at least one connection)",
+                       opts->max_connections, opts->num_threads);
+    if (opts->connection_timeout_s < 0)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST connection timeout must be >= 0, got %d",
+                       opts->connection_timeout_s);
     r = tfs_calloc(1, sizeof *r);
     if (!r)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory starting the REST API");
@@ -636,7 +657,7 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
     if ((code = listen_on(opts, &fd, &r->port, st)) != TFS_OK)
         goto fail;
 
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     r->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, r,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, r,   /* first, so that it sees every message */
@@ -646,6 +667,10 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, r,
         MHD_OPTION_URI_LOG_CALLBACK, uri_seen, r,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        /* MHD's defaults are no timeout and FD_SETSIZE - 4 connections (even with poll): about
+         * a thousand idle connections then shut every new client out for good. */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opts->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)opts->max_connections,
         MHD_OPTION_END);
     if (!r->daemon) {
         code = TFS_ERR(st, TFS_INTERNAL, "libmicrohttpd could not start the REST API on port %d",
