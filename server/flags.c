@@ -42,8 +42,8 @@ static const flag_def flags[] = {
      "Timeout for HTTP/REST API calls: a predict not started by then (e.g. waiting in a "
      "batch queue) is answered 504 DEADLINE_EXCEEDED without running"},
     {"rest_connection_timeout_seconds", FLAG_INT, "60", F(rest_connection_timeout_seconds),
-     "Close a REST connection idle this long (no request, or a request's bytes not arriving); "
-     "0: never (a tfserve flag)"},
+     "Close a REST connection after this many seconds with no bytes moving either way (idle "
+     "keep-alive, a stalled request, a client not reading its answer); 0: never (a tfserve flag)"},
     {"rest_max_connections", FLAG_INT, "4096", F(rest_max_connections),
      "Most REST connections open at once; more wait in the kernel's backlog (a tfserve flag)"},
     {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),

@@ -16,6 +16,7 @@ loopback with real clients (Python sockets for raw HTTP framing):
     gets no answer); plain and chunked requests still work;
   - 1,000 distinct unknown model names leave the metrics page's size (roughly) unchanged: they
     are counted under model "~unknown~";
+  - a negative timeout or a connection limit below the thread count stops the start;
   - --grpc_channel_arguments reaches the gRPC server: grpc.max_connection_age_ms=1000 makes the
     server send an HTTP/2 GOAWAY on a raw connection after about a second (none without it).
 
@@ -387,8 +388,8 @@ def check_framing(srv):
                 closed = True
             except (socket.timeout, ConnectionResetError):
                 closed = False
-        reason = r[2].decode(errors="replace") if r else ""
-        print("%-48s -> %s %s" % (what, r and r[0], reason), flush=True)
+        reason = " ".join(r[2].decode(errors="replace").split())[:110] if r else ""
+        print("%-46s -> %s %s" % (what, r and r[0], reason), flush=True)
         g.check(r is not None and r[0] == 400 and r[2].strip() != b"",
                 "%s: 400 with a reason (%r)" % (what, r))
         g.check(closed and b"HTTP/1.1" not in rest, "%s: the connection is closed and the "
@@ -473,6 +474,21 @@ def check_grpc_channel_args(build, demo, tmp, plain):
     g.check(t is None, "without it no GOAWAY comes within 2 s (%s)" % t)
 
 
+def check_bad_flags(build, demo):
+    """Values the server cannot honour stop the start with the flag named."""
+    for flags, text in ((["--rest_connection_timeout_seconds=-1"],
+                         "--rest_connection_timeout_seconds=-1 is not in [0, "),
+                        (["--rest_max_connections=3", "--rest_api_num_threads=4"],
+                         "--rest_max_connections=3 is not in [--rest_api_num_threads (4)")):
+        p = subprocess.run([os.path.join(build, "server", "tfserve"), "--port=%d" % g.free_port(),
+                            "--rest_api_port=%d" % g.free_port(), "--model_name=" + MODEL,
+                            "--model_base_path=" + demo] + flags,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        out = p.stdout.decode(errors="replace")
+        g.check(p.returncode == 1 and text in out,
+                "%s: rc %d, want 1 and %r: %s" % (flags, p.returncode, text, out[-300:]))
+
+
 def run(fn, *args):
     """One group of checks; a crash of the test itself is a failure, and the next group runs."""
     try:
@@ -505,6 +521,7 @@ def main():
         else:
             print("SKIP: idle connections: the open-file limit allows too few", flush=True)
         run(check_timeout, build, demo, tmp)
+        run(check_bad_flags, build, demo)
         if budget >= 100:
             run(check_flood, build, demo, tmp)
         srv = Rest(build, demo, tmp)
