@@ -519,6 +519,19 @@ bool tfs__metrics_model_served(const char *name)
     return found;
 }
 
+bool tfs__metrics_signature_served(const char *model, const char *signature)
+{
+    tfs_loader   *l = atomic_load(&served_loader);
+    tfs_servable *s = NULL;
+    if (!l || !*signature)
+        return true;
+    if (tfs_loader_acquire(l, model, -1, NULL, &s, NULL) != TFS_OK)
+        return false;
+    bool found = tfs_savedmodel_signature(tfs_servable_model(s), signature) != NULL;
+    tfs_servable_release(s);
+    return found;
+}
+
 enum tfs_code tfs__metrics_render(tfs__buf *out, tfs_status *st)
 {
     tfs__metrics_snapshot s;

@@ -15,7 +15,8 @@ loopback with real clients (Python sockets for raw HTTP framing):
     Transfer-Encoding headers are 400 and the connection is closed (a request hidden behind them
     gets no answer); plain and chunked requests still work;
   - 1,000 distinct unknown model names leave the metrics page's size (roughly) unchanged: they
-    are counted under model "~unknown~";
+    are counted under model "~unknown~"; so do 1,000 made-up signatures of the served model
+    (signature "~unknown~");
   - a negative timeout or a connection limit below the thread count stops the start;
   - --grpc_channel_arguments reaches the gRPC server: grpc.max_connection_age_ms=1000 makes the
     server send an HTTP/2 GOAWAY on a raw connection after about a second (none without it).
@@ -428,6 +429,29 @@ def check_unknown_names(srv):
     g.check(want in after, "the made-up names' predicts are counted under ~unknown~")
     g.check(b'model_name="%s"' % MODEL.encode() in after or b'model="%s"' % MODEL.encode()
             in after, "the served model keeps its own series")
+    # Made-up signatures of the served model: one series too.
+    def sigs(names):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            for name in names:
+                body = b'{"signature_name": "%s", "instances": [1.0]}' % name.encode()
+                s.sendall(b"POST /v1/models/%s:predict HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (MODEL.encode(), len(body), body))
+                r = read_response(s)
+                if not (r and r[0] == 400):
+                    return False
+        return True
+    sigs(["warm-sig-%d" % i for i in range(20)])
+    before = get(port, "/metrics")[2]
+    g.check(sigs(["made-up-sig-%d" % i for i in range(N_NAMES)]), "every made-up signature is 400")
+    after = get(port, "/metrics")[2]
+    print("metrics page: %d bytes before, %d after %d unknown signatures"
+          % (len(before), len(after), N_NAMES), flush=True)
+    g.check(len(after) <= len(before) * 1.02 + 512,
+            "the metrics page stays about the same size (%d -> %d bytes)"
+            % (len(before), len(after)))
+    g.check(b"-sig-" not in after, "no made-up signature appears in the metrics")
+    g.check(b'model="%s",signature="~unknown~"' % MODEL.encode() in after,
+            "the made-up signatures are counted under signature ~unknown~")
 
 
 def h2_goaway_after(port, wait_s):
