@@ -231,9 +231,10 @@ static enum MHD_Result respond_too_big(struct MHD_Connection *conn, const tfs_re
 /* Message framing. Behind a proxy, a request whose length two hops may read differently (two
  * Content-Length headers, or Content-Length with Transfer-Encoding) lets a client hide a second
  * request in the first one's body (request smuggling). libmicrohttpd takes the first
- * Content-Length, or chunked over Content-Length, without complaint; RFC 9112 section 6.3 says a
- * server should reject such a request and close the connection, since it cannot know where the
- * next request starts. */
+ * Content-Length, or chunked over Content-Length, without complaint. RFC 9112 section 6.3 makes
+ * differing lengths a 400 and lets a server refuse Content-Length with Transfer-Encoding, closing
+ * the connection either way, since where the next request starts is unknown; equal duplicates are
+ * refused too, as a proxy in front may not read them the same way. */
 typedef struct framing {
     int         n_length;     /* Content-Length headers */
     int         n_encoding;   /* Transfer-Encoding headers */
@@ -288,7 +289,7 @@ static bool target_has_nul(const http_call *c, const char *url, const char *vers
 
 /* 400 and close: after a malformed request the rest of the stream cannot be trusted. */
 static enum MHD_Result respond_malformed(struct MHD_Connection *conn, const tfs_rest *r,
-                                           http_call *c, const char *why)
+                                         http_call *c, const char *why)
 {
     static const char *const close_hdr[] = {MHD_HTTP_HEADER_CONNECTION, "close", NULL};
     tfs__buf b;
