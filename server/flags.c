@@ -44,6 +44,11 @@ static const flag_def flags[] = {
     {"enforce_session_run_timeout", FLAG_BOOL, "true", F(enforce_session_run_timeout),
      "Stop a running predict at its deadline (the gRPC call's, or --rest_api_timeout_in_ms), "
      "between kernels and loop iterations, answering DEADLINE_EXCEEDED (batched runs finish)"},
+    {"rest_connection_timeout_seconds", FLAG_INT, "60", F(rest_connection_timeout_seconds),
+     "Close a REST connection after this many seconds with no bytes moving either way (idle "
+     "keep-alive, a stalled request, a client not reading its answer); 0: never (a tfserve flag)"},
+    {"rest_max_connections", FLAG_INT, "4096", F(rest_max_connections),
+     "Most REST connections open at once; more wait in the kernel's backlog (a tfserve flag)"},
     {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),
      "Threads taking gRPC calls off the completion queue, 1..64 (a tfserve flag)"},
     {"grpc_max_threads", FLAG_INT, NULL, F(grpc_max_threads),

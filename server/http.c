@@ -1,4 +1,4 @@
-/* The REST front end's HTTP layer on libmicrohttpd: a daemon with an internal epoll thread pool,
+/* The REST front end's HTTP layer on libmicrohttpd: a daemon with an internal poll() thread pool,
  * request bodies accumulated up to a limit, and responses handed back from rest.c.
  *
  * DESIGN. MHD calls the access handler several times per request: once with the headers (we
@@ -25,6 +25,17 @@
  * requests in flight (counted from their headers to their request-completed callback) are what
  * the drain waits for. Idle keep-alive connections are closed by MHD_stop_daemon.
  *
+ * Connections. Each pool thread polls its connections with poll(), which has no FD_SETSIZE cap,
+ * rather than epoll: libmicrohttpd 0.9.75's epoll mode is edge-triggered and takes a short read
+ * for a drained socket, so a client that sends part of a request and closes at once (data and FIN
+ * in one go) is never seen to close, and its socket stays in CLOSE-WAIT until a timeout (a third
+ * of a 2,000-connection flood did); poll() is level-triggered and sees the FIN. A thread holds at
+ * most its share of opts.max_connections; past that, new connections wait in the kernel's backlog
+ * until one closes. A connection with no traffic for opts.connection_timeout_s (idle keep-alive,
+ * or a request whose bytes stopped coming) is closed by MHD, so idle clients cannot hold the limit
+ * for good. Requests whose framing is ambiguous (see framing_error) or whose target has a NUL
+ * (target_has_nul) are refused before their body, and the connection closed.
+ *
  * We bind the listening socket ourselves so that a failed bind reports errno's reason, and install
  * an identity URL-unescaper: MHD would otherwise decode %XX in the path before routing, while TF
  * Serving matches the raw path and unescapes only the model name and label.
@@ -41,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +126,8 @@ typedef struct http_call {
     bool                   answered;
     bool                   counted;    /* in r->in_flight (from its headers on) */
     char                  *raw_url;    /* the request target as sent, when it has a query */
+    const char            *target;     /* borrowed from MHD: the target at uri_seen, and ... */
+    size_t                 target_len; /* ... its length as a C string then */
     tfs__rest_call        *pending;    /* a predict waiting for its batch */
     bool                   ready;      /* its wake ran */
     bool                   woken_here; /* ... on this thread inside tfs__rest_start */
@@ -139,6 +153,8 @@ tfs_rest_opts tfs_rest_opts_default(void)
         .num_threads = 4,
         .timeout_ms = 30000,
         .max_body_bytes = (size_t)64 << 20,
+        .connection_timeout_s = 60,
+        .max_connections = 4096,
         .bind_address = "0.0.0.0",
     };
     return o;
@@ -186,7 +202,8 @@ static enum MHD_Result respond_with(const tfs_rest *r, struct MHD_Connection *co
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     for (int i = 0; headers && headers[i]; i += 2)
         MHD_add_response_header(resp, headers[i], headers[i + 1]);
-    if (atomic_load(&((tfs_rest *)r)->quiesced))
+    if (atomic_load(&((tfs_rest *)r)->quiesced) &&
+        !MHD_get_response_header(resp, MHD_HTTP_HEADER_CONNECTION))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -209,6 +226,78 @@ static enum MHD_Result respond_too_big(struct MHD_Connection *conn, const tfs_re
     c->answered = true;
     TFS_LOG_DEBUG(LOG_MODULE, "413: %s", msg);
     return respond(r, conn, 413, "application/json", &b);
+}
+
+/* Message framing. Behind a proxy, a request whose length two hops may read differently (two
+ * Content-Length headers, or Content-Length with Transfer-Encoding) lets a client hide a second
+ * request in the first one's body (request smuggling). libmicrohttpd takes the first
+ * Content-Length, or chunked over Content-Length, without complaint. RFC 9112 section 6.3 makes
+ * differing lengths a 400 and lets a server refuse Content-Length with Transfer-Encoding, closing
+ * the connection either way, since where the next request starts is unknown; equal duplicates are
+ * refused too, as a proxy in front may not read them the same way. */
+typedef struct framing {
+    int         n_length;     /* Content-Length headers */
+    int         n_encoding;   /* Transfer-Encoding headers */
+    const char *encoding;     /* the last one's value */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    framing *f = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        f->n_length++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->n_encoding++;
+        f->encoding = value;
+    }
+    return MHD_YES;
+}
+
+/* Why the request's framing is ambiguous, or NULL when it is not. */
+static const char *framing_error(struct MHD_Connection *conn)
+{
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.n_length > 1)
+        return "Request has more than one Content-Length header";
+    if (f.n_length && f.n_encoding)
+        return "Request has both Content-Length and Transfer-Encoding headers";
+    if (f.n_encoding > 1)
+        return "Request has more than one Transfer-Encoding header";
+    /* MHD reads anything else ("gzip, chunked") as no framing at all and waits for the body
+     * until the client closes; RFC 9112 section 6.1 wants 400 when chunked is not final, and
+     * we decode no other coding. */
+    if (f.n_encoding && (!f.encoding || strcasecmp(f.encoding, "chunked") != 0))
+        return "Transfer-Encoding must be exactly \"chunked\"";
+    return NULL;
+}
+
+/* True when the request target had a NUL byte in it. MHD hands the target on as a C string, so
+ * "GET /v1/models/m\0x HTTP/1.1" would be routed as /v1/models/m. MHD ends the target by
+ * writing a NUL over the space before the version, in its read buffer, and passes the handler
+ * the same pointer it gave uri_seen: the version then starts right after the target's first NUL
+ * unless the target held one of its own. */
+static bool target_has_nul(const http_call *c, const char *url, const char *version)
+{
+    if (!c->target || url != c->target || !version || !*version)
+        return false;
+    uintptr_t end = (uintptr_t)c->target + c->target_len + 1, v = (uintptr_t)version;
+    return v > end && v - end < CONNECTION_MEMORY;
+}
+
+/* 400 and close: after a malformed request the rest of the stream cannot be trusted. */
+static enum MHD_Result respond_malformed(struct MHD_Connection *conn, const tfs_rest *r,
+                                         http_call *c, const char *why)
+{
+    static const char *const close_hdr[] = {MHD_HTTP_HEADER_CONNECTION, "close", NULL};
+    tfs__buf b;
+    tfs__buf_init(&b);
+    tfs__json_error(&b, why);
+    c->answered = true;
+    TFS_LOG_DEBUG(LOG_MODULE, "400: %s", why);
+    return respond_with(r, conn, 400, "application/json", &b, close_hdr);
 }
 
 /* ---- handler -------------------------------------------------------------------------------- */
@@ -421,6 +510,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         c->counted = true;
         atomic_fetch_add_explicit(&r->in_flight[in_flight_slot_index()].n, 1,
                                   memory_order_relaxed);   /* until request_completed */
+        const char *why = target_has_nul(c, url, version)
+                              ? "Request target has a NUL byte"
+                              : framing_error(conn);
+        if (why)
+            return respond_malformed(conn, r, c, why);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
@@ -563,7 +657,11 @@ static size_t keep_escapes(void *cls, struct MHD_Connection *conn, char *s)
 static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     http_call *c = tfs_calloc(1, sizeof *c);
-    if (c && strchr(uri, '?'))
+    if (!c)
+        return NULL;
+    c->target = uri;
+    c->target_len = strlen(uri);
+    if (strchr(uri, '?'))
         c->raw_url = tfs_strdup(uri);   /* NULL when out of memory: routed without the query */
     return c;
 }
@@ -621,6 +719,15 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
     if (opts->num_threads < 1)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST thread count must be >= 1, got %d",
                        opts->num_threads);
+    /* MHD splits the connection limit among its pool threads and refuses to start when a thread
+     * would get none. */
+    if (opts->max_connections < opts->num_threads)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST connection limit %d is below the REST "
+                       "thread count %d (each thread needs at least one connection)",
+                       opts->max_connections, opts->num_threads);
+    if (opts->connection_timeout_s < 0)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "REST connection timeout must be >= 0, got %d",
+                       opts->connection_timeout_s);
     r = tfs_calloc(1, sizeof *r);
     if (!r)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory starting the REST API");
@@ -636,7 +743,7 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
     if ((code = listen_on(opts, &fd, &r->port, st)) != TFS_OK)
         goto fail;
 
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     r->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, r,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, r,   /* first, so that it sees every message */
@@ -646,6 +753,10 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, r,
         MHD_OPTION_URI_LOG_CALLBACK, uri_seen, r,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        /* MHD's defaults are no timeout and FD_SETSIZE - 4 connections (even with poll): about
+         * a thousand idle connections then shut every new client out for good. */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opts->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)opts->max_connections,
         MHD_OPTION_END);
     if (!r->daemon) {
         code = TFS_ERR(st, TFS_INTERNAL, "libmicrohttpd could not start the REST API on port %d",

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "loader/loader.h"
@@ -60,6 +61,26 @@ static void forward_to_main(int sig)
 static bool port_ok(int64_t p)
 {
     return p >= 0 && p <= 65535;
+}
+
+/* Every client connection is a descriptor, and the usual soft limit (1024) would cap the server
+ * far below --rest_max_connections; the hard limit is what the administrator allows. */
+static void raise_fd_limit(int64_t want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = old;
+    }
+    /* A few hundred for models, logs, gRPC and the listening sockets. */
+    if (rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur < want + 256)
+        TFS_LOG_WARN(LOG_MODULE, "open-file limit %llu is below --rest_max_connections=%lld plus "
+                     "256: connections past it are refused", (unsigned long long)rl.rlim_cur,
+                     (long long)want);
 }
 
 int main(int argc, char **argv)
@@ -122,6 +143,21 @@ int main(int argc, char **argv)
         rc = start_error(&st);
         goto done;
     }
+    if (f.rest_connection_timeout_seconds < 0 || f.rest_connection_timeout_seconds > INT32_MAX) {
+        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_connection_timeout_seconds=%lld is not in "
+                "[0, %d]", (long long)f.rest_connection_timeout_seconds, INT32_MAX);
+        rc = start_error(&st);
+        goto done;
+    }
+    if (f.rest_api_port != 0 &&
+        (f.rest_max_connections < f.rest_api_num_threads || f.rest_max_connections > 1000000)) {
+        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_max_connections=%lld is not in "
+                "[--rest_api_num_threads (%lld), 1000000]", (long long)f.rest_max_connections,
+                (long long)f.rest_api_num_threads);
+        rc = start_error(&st);
+        goto done;
+    }
+    raise_fd_limit(f.rest_api_port ? f.rest_max_connections : 0);
     if (f.max_model_memory_bytes < 0) {
         TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_model_memory_bytes=%lld is negative",
                 (long long)f.max_model_memory_bytes);
@@ -312,6 +348,8 @@ int main(int argc, char **argv)
         ro.port = (int)f.rest_api_port;
         ro.num_threads = (int)f.rest_api_num_threads;
         ro.timeout_ms = f.rest_api_timeout_in_ms;
+        ro.connection_timeout_s = (int)f.rest_connection_timeout_seconds;
+        ro.max_connections = (int)f.rest_max_connections;
         ro.health = health;
         if (tfs_rest_start(loader, &ro, &rest, &st) != TFS_OK) {
             rc = start_error(&st);

@@ -160,6 +160,12 @@ void tfs__metrics_add_batching(tfs_loader *l);
 void tfs__metrics_batching_teardown(void);
 /* The loader whose models and loads are reported (NULL: none). Registers its collector once. */
 void tfs__metrics_set_loader(tfs_loader *l);
+/* Whether name is a model the loader is configured with (loaded or not); true for "" and when no
+ * loader is set. Takes the loader's lock briefly; for the recording path's new series only. */
+bool tfs__metrics_model_served(const char *name);
+/* Whether the latest available version of a served model has this signature; true for "" and
+ * when no loader is set, false when no version is available. Same use as the above. */
+bool tfs__metrics_signature_served(const char *model, const char *signature);
 
 /* ---- configuration and serving (metrics-config.c) ------------------------------------------- */
 

@@ -31,6 +31,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,10 @@ static struct {
     tfs_loader *loader;
     bool        loader_registered;
 } r_ = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* r_.loader again, for tfs__metrics_model_served on the recording path, which must not wait for
+ * a scrape holding r_.mu. */
+static _Atomic(tfs_loader *) served_loader;
 
 /* ---- the text format ------------------------------------------------------------------------ */
 
@@ -481,6 +486,7 @@ void tfs__metrics_set_loader(tfs_loader *l)
     bool add;
     pthread_mutex_lock(&r_.mu);
     r_.loader = l;
+    atomic_store(&served_loader, l);
     add = l && !r_.loader_registered;
     if (add)
         r_.loader_registered = true;
@@ -492,6 +498,38 @@ void tfs__metrics_set_loader(tfs_loader *l)
     pthread_mutex_unlock(&r_.mu);
     if (add)
         tfs__metrics_add_collector(loader_collector, NULL);
+}
+
+bool tfs__metrics_model_served(const char *name)
+{
+    tfs_loader *l = atomic_load(&served_loader);
+    char      **names = NULL;
+    int         n = 0;
+    bool        found = false;
+    if (!l || !*name)
+        return true;
+    if (tfs_loader_model_names(l, &names, &n, NULL) != TFS_OK)
+        return false;   /* out of memory: the bounded answer */
+    /* A record keeps TFS__LABEL_MAX - 1 bytes of a name: a longer served name matches its cut. */
+    size_t cut = strlen(name) >= TFS__LABEL_MAX - 1 ? TFS__LABEL_MAX - 1 : (size_t)-1;
+    for (int i = 0; i < n && !found; i++)
+        found = cut == (size_t)-1 ? strcmp(names[i], name) == 0
+                                  : strncmp(names[i], name, cut) == 0;
+    tfs_loader_names_free(names, n);
+    return found;
+}
+
+bool tfs__metrics_signature_served(const char *model, const char *signature)
+{
+    tfs_loader   *l = atomic_load(&served_loader);
+    tfs_servable *s = NULL;
+    if (!l || !*signature)
+        return true;
+    if (tfs_loader_acquire(l, model, -1, NULL, &s, NULL) != TFS_OK)
+        return false;
+    bool found = tfs_savedmodel_signature(tfs_servable_model(s), signature) != NULL;
+    tfs_servable_release(s);
+    return found;
 }
 
 enum tfs_code tfs__metrics_render(tfs__buf *out, tfs_status *st)

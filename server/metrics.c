@@ -17,8 +17,13 @@
  * single-writer rule. Shards are identified to the destructor by a never-reused id, so one that
  * runs after a teardown (which frees every shard) finds nothing and does nothing.
  *
- * Cardinality: the model name comes from the request. A shard holds at most MAX_SERIES series;
- * once full, a request whose series is new is counted under model "~overflow~" and signature "".
+ * Cardinality: the model and signature names come from the request. A name the loader is not
+ * configured with is counted under model "~unknown~" and signature "", and a signature that the
+ * model's latest available version lacks under signature "~unknown~" (checked only when a request
+ * would start a new series, so served models pay nothing): a client asking for many made-up names
+ * adds one series per method and code, not one per name. Beyond that a shard holds at most
+ * MAX_SERIES series; once full, a request whose series is new is counted under model "~overflow~"
+ * and signature "".
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +36,7 @@
 
 #define MAX_SERIES    2048
 #define OVERFLOW_NAME "~overflow~"
+#define UNKNOWN_NAME  "~unknown~"
 
 /* 10 * 1.8^k for k = 0..32, as TensorFlow's Buckets::Exponential(10, 1.8, 33) computes them
  * (repeated multiplication in double, printed here with every digit). */
@@ -301,7 +307,19 @@ static series *find_series(shard *sh, const tfs__request_record *r)
         strcmp(s->model, model) == 0 && strcmp(s->signature, sig) == 0)
         return s;
     uint64_t h = key_hash(r, model, sig);
-    if ((s = index_find(sh, h, r, model, sig)) == NULL && sh->n >= MAX_SERIES) {
+    if ((s = index_find(sh, h, r, model, sig)) == NULL) {
+        if (!tfs__metrics_model_served(model)) {
+            model = UNKNOWN_NAME;
+            sig = "";
+        } else if (!tfs__metrics_signature_served(model, sig)) {
+            sig = UNKNOWN_NAME;
+        }
+        if (model != r->model || sig != r->signature) {
+            h = key_hash(r, model, sig);
+            s = index_find(sh, h, r, model, sig);
+        }
+    }
+    if (!s && sh->n >= MAX_SERIES) {
         model = OVERFLOW_NAME;
         sig = "";
         h = key_hash(r, model, sig);

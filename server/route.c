@@ -154,15 +154,23 @@ static int hexval(char c)
     return -1;
 }
 
+/* The byte that a %XX at s[i] (of s[0..n)) stands for, or -1 when s[i] starts none. */
+static int escape_at(const char *s, size_t n, size_t i)
+{
+    int hi, lo;
+    if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 && (lo = hexval(s[i + 2])) >= 0)
+        return hi << 4 | lo;
+    return -1;
+}
+
 /* %XX decoding of s[0..n) into out (room for n + 1 bytes); returns out. */
 static char *unescape_into(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        int hi, lo;
-        if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
-            (lo = hexval(s[i + 2])) >= 0) {
-            out[o++] = (char)(hi << 4 | lo);
+        int c = escape_at(s, n, i);
+        if (c >= 0) {
+            out[o++] = (char)c;
             i += 2;
         } else {
             out[o++] = s[i];
@@ -187,6 +195,31 @@ static char *route_string(tfs__route *r, size_t *used, const char *s, size_t n)
         return out;
     }
     return tfs__url_unescape(s, n);
+}
+
+/* A NUL from %00 would end the C string early, so "m%00x" would be served as "m"; no model or
+ * label is named with control characters (the loader's names come from folder names and config
+ * entries), so a piece with one is refused whole. Checked on the decoded bytes, which is where a
+ * raw control byte and an escaped one look alike. */
+static enum tfs_code check_piece(span sp, bool label, tfs_status *st)
+{
+    size_t at = 0;   /* offset after decoding */
+    for (size_t i = 0; i < sp.n; i++, at++) {
+        int c = escape_at(sp.p, sp.n, i);
+        if (c >= 0)
+            i += 2;
+        else
+            c = (unsigned char)sp.p[i];
+        if (c >= 0x20 && c != 0x7f)
+            continue;
+        if (label)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Unrecognized servable version label: it has "
+                           "control character 0x%02x at byte %zu (after percent-decoding)", c, at);
+        return TFS_ERR(st, TFS_NOT_FOUND, "Servable not found: the model name has control "
+                       "character 0x%02x at byte %zu (after percent-decoding); no model is named "
+                       "so", c, at);
+    }
+    return TFS_OK;
 }
 
 static bool in_buf(const tfs__route *r, const char *p)
@@ -247,6 +280,9 @@ enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route 
         goto malformed;
     }
 
+    if ((code = check_piece(m.name, false, st)) != TFS_OK ||
+        (m.has_label && (code = check_piece(m.label, true, st)) != TFS_OK))
+        return code;
     size_t used = 0;
     r->kind = out.kind;
     r->version = out.version;

@@ -38,6 +38,8 @@ typedef struct tfs_server_flags {
     int64_t            rest_api_port;          /* 0 = REST off (default) */
     int64_t            rest_api_num_threads;   /* default 4 x online CPUs */
     int64_t            rest_api_timeout_in_ms; /* default 30000; a predict's deadline */
+    int64_t            rest_connection_timeout_seconds;   /* ours: idle REST connections, 60 */
+    int64_t            rest_max_connections;   /* ours: open REST connections at most, 4096 */
     int64_t            grpc_num_threads;       /* ours: threads on the gRPC queue, default 2 */
     int64_t            grpc_max_threads;       /* TF Serving's; accepted, logged; default 4xCPUs */
     char              *grpc_channel_arguments; /* "key=value,..." for the gRPC server, default "" */
@@ -211,6 +213,8 @@ typedef struct tfs_rest_opts {
     int         num_threads;     /* libmicrohttpd thread pool size, >= 1 */
     int64_t     timeout_ms;      /* a predict's deadline (not started by then: 504); <= 0 none */
     size_t      max_body_bytes;  /* larger request bodies get 413 */
+    int         connection_timeout_s;   /* idle connections are closed after this; 0 never */
+    int         max_connections; /* open connections at most (more wait in the backlog), >= 1 */
     const char *bind_address;    /* IPv4 literal, default "0.0.0.0" */
     tfs_health *health;          /* borrowed; serves /healthz and /readyz; NULL: not served */
 } tfs_rest_opts;
@@ -218,8 +222,10 @@ typedef struct tfs_rest_opts {
 tfs_rest_opts tfs_rest_opts_default(void);
 
 /* Binds, listens and starts serving /v1/ on its own threads. UNAVAILABLE "could not bind
- * 0.0.0.0:8501: Address already in use" (and similar) when the socket cannot be set up; INTERNAL
- * when libmicrohttpd refuses to start. Keeps a pointer to the loader (which must outlive it).
+ * 0.0.0.0:8501: Address already in use" (and similar) when the socket cannot be set up;
+ * INVALID_ARGUMENT for max_connections below num_threads or a negative connection timeout;
+ * INTERNAL when libmicrohttpd refuses to start. Keeps a pointer to the loader (which must outlive
+ * it).
  * Caller owns *out. */
 enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest **out,
                              tfs_status *st);

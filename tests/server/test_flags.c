@@ -24,6 +24,8 @@ START_TEST(test_flags_defaults)
     ck_assert_int_eq(f.rest_api_port, 0);
     ck_assert_int_eq(f.rest_api_num_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
     ck_assert_int_eq(f.rest_api_timeout_in_ms, 30000);
+    ck_assert_int_eq(f.rest_connection_timeout_seconds, 60);
+    ck_assert_int_eq(f.rest_max_connections, 4096);
     ck_assert_int_eq(f.grpc_num_threads, 2);
     ck_assert_int_eq(f.grpc_max_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
     ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 0);
@@ -47,8 +49,11 @@ START_TEST(test_flags_values)
                     "--verbosity=debug", "--model_name=last_wins", "--grpc_num_threads=5",
                     "--grpc_max_threads=12",
                     "--grpc_channel_arguments=grpc.max_receive_message_length=1000,a=b",
-                    "--graph_rewrites=false", "--tensorflow_intra_op_parallelism=3"};
-    tfs_server_flags f = parse_ok(15, argv);
+                    "--graph_rewrites=false", "--tensorflow_intra_op_parallelism=3",
+                    "--rest_connection_timeout_seconds=0", "--rest_max_connections=100"};
+    tfs_server_flags f = parse_ok(17, argv);
+    ck_assert_int_eq(f.rest_connection_timeout_seconds, 0);
+    ck_assert_int_eq(f.rest_max_connections, 100);
     ck_assert(!f.graph_rewrites);
     ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 3);
     ck_assert_int_eq(f.grpc_num_threads, 5);

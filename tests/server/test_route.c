@@ -118,6 +118,37 @@ START_TEST(test_route_unescape)
 }
 END_TEST
 
+/* A name with a control character, escaped or raw, is no model's name: NOT_FOUND, never the name
+ * cut at a NUL; a label with one is an unrecognized label. */
+START_TEST(test_route_control_characters)
+{
+    static const char *const names[] = {
+        "/v1/models/half%00x", "/v1/models/half%00", "/v1/models/half%01/metadata",
+        "/v1/models/half%1F", "/v1/models/half%7f/versions/1", "/v1/models/half%0a",
+        "/v1/models/half\x01", "/v1/models/half\t",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        tfs__route r;
+        tfs_status st;
+        ck_assert_int_eq(tfs__route_parse("GET", names[i], &r, &st), TFS_NOT_FOUND);
+        ck_assert_msg(strstr(st.msg, "control character") != NULL, "%s: %s", names[i], st.msg);
+    }
+    tfs__route r;
+    tfs_status st;
+    ck_assert_int_eq(tfs__route_parse("POST", "/v1/models/half%00:predict", &r, &st),
+                     TFS_NOT_FOUND);
+    ck_assert_str_eq(st.msg, "Servable not found: the model name has control character 0x00 at "
+                             "byte 4 (after percent-decoding); no model is named so");
+    ck_assert_int_eq(tfs__route_parse("POST", "/v1/models/half/labels/a%00:predict", &r, &st),
+                     TFS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(st.msg, "control character 0x00 at byte 1") != NULL, "%s", st.msg);
+    /* %20 and bytes above 0x7f are not control characters */
+    ok(&r, "GET", "/v1/models/a%20b%C3%A9");
+    ck_assert_str_eq(r.name, "a b\xc3\xa9");
+    tfs__route_deinit(&r);
+}
+END_TEST
+
 START_TEST(test_route_errors)
 {
     bad("GET", "/v1/models", "Missing model name in request.");
@@ -211,6 +242,7 @@ Suite *suite_server_route(void)
     tcase_add_test(tc, test_route_get_forms);
     tcase_add_test(tc, test_route_unescape);
     tcase_add_test(tc, test_route_errors);
+    tcase_add_test(tc, test_route_control_characters);
     tcase_add_test(tc, test_route_is_api);
     tcase_add_test(tc, test_route_http_status_table);
     tcase_add_test(tc, test_route_rest_answers_without_model);
