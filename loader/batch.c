@@ -105,6 +105,7 @@ enum tfs_code tfs__servable_batch_new(tfs_loader *l, const char *dir, const tfs_
     b->n = n;
     for (int i = 0; i < n; i++) {
         b->sq[i].model = model;
+        b->sq[i].loader = l;
         b->sq[i].sig = tfs_savedmodel_signature_at(model, i);
         b->sq[i].batchable = -1;
     }
@@ -149,6 +150,27 @@ void tfs__servable_batch_free(tfs__servable_batch *b)
     tfs_free(b);
 }
 
+/* ---- running for a request ------------------------------------------------------------------ */
+
+/* Every run made for a request: file-reading ops refused unless allowed (a client could name the
+ * path), and, with --enforce_session_run_timeout, stopped at the request's deadline (0: none;
+ * tfs_batch_now_ns is CLOCK_MONOTONIC, the runtime's clock) rather than burning the CPU after the
+ * client has gone (a request can set a loop's count). */
+static enum tfs_code request_run(const tfs_loader *l, const tfs_savedmodel *m,
+                                 const tfs_signature *sig, const tfs_named_tensor *inputs,
+                                 int n_inputs, int64_t deadline_ns, tfs_tensor **outputs,
+                                 tfs_status *st)
+{
+    if (l->opts.disable_session_run_timeout)
+        deadline_ns = 0;
+    int64_t before = tfs_session_set_thread_deadline(deadline_ns);
+    bool files = tfs_session_set_thread_file_ops(l->opts.allow_file_ops_at_request_time);
+    enum tfs_code rc = tfs_savedmodel_run(m, sig, inputs, n_inputs, outputs, st);
+    tfs_session_set_thread_file_ops(files);
+    tfs_session_set_thread_deadline(before);
+    return rc;
+}
+
 /* ---- queues --------------------------------------------------------------------------------- */
 
 /* Where the done callbacks of a batch find its timing (see the file comment). */
@@ -161,7 +183,8 @@ static enum tfs_code run_batch(void *ctx, const tfs_named_tensor *inputs, int n_
     (void)n_outputs;
     tls_run_start = tfs_batch_now_ns();
     tls_run_rows = n_inputs > 0 && inputs[0].tensor->rank > 0 ? inputs[0].tensor->dims[0] : 0;
-    enum tfs_code rc = tfs_savedmodel_run(sq->model, sq->sig, inputs, n_inputs, outputs, st);
+    enum tfs_code rc = request_run(sq->loader, sq->model, sq->sig, inputs, n_inputs, 0, outputs,
+                                   st);
     tls_run_end = tfs_batch_now_ns();
     return rc;
 }
@@ -272,15 +295,8 @@ static enum tfs_code run_here(tfs_servable *s, const tfs_signature *sig,
                      sig->key);
     else if (deadline_ns > 0 && t0 > deadline_ns)
         rc = TFS_ERR(st, TFS_DEADLINE_EXCEEDED, "Deadline Exceeded");
-    else if (s->loader->opts.disable_session_run_timeout || deadline_ns <= 0)
-        rc = tfs_savedmodel_run(s->model, sig, inputs, n_inputs, outs, st);
-    else {
-        /* The client has gone by its deadline: stop the run there rather than burn the CPU
-         * (a request can set a loop's count). Same clock: tfs_batch_now_ns is CLOCK_MONOTONIC. */
-        int64_t before = tfs_session_set_thread_deadline(deadline_ns);
-        rc = tfs_savedmodel_run(s->model, sig, inputs, n_inputs, outs, st);
-        tfs_session_set_thread_deadline(before);
-    }
+    else
+        rc = request_run(s->loader, s->model, sig, inputs, n_inputs, deadline_ns, outs, st);
     if (rc == TFS_OK) {
         t.compute_us = (tfs_batch_now_ns() - t0) / 1000;
         t.batch_size = n_inputs > 0 && inputs[0].tensor->rank > 0
@@ -381,7 +397,7 @@ enum tfs_code tfs_servable_run(const tfs_servable *s, const tfs_signature *sig,
                                tfs_status *st)
 {
     if (!s->batch)
-        return tfs_savedmodel_run(s->model, sig, inputs, n_inputs, outputs, st);
+        return request_run(s->loader, s->model, sig, inputs, n_inputs, 0, outputs, st);
     sync_wait w = {.outputs = outputs};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);

@@ -118,6 +118,7 @@ typedef struct load_task {
 typedef struct tfs__sig_queue {
     tfs_batch_queue      *q;           /* NULL until first use */
     const tfs_savedmodel *model;       /* what the queue's run callback runs */
+    const tfs_loader     *loader;      /* its options */
     const tfs_signature  *sig;
     signed char           batchable;   /* -1 not yet known, 0 no, 1 yes */
 } tfs__sig_queue;

@@ -127,6 +127,9 @@ typedef struct tfs_loader_opts {
                                                     * between kernels and loop iterations
                                                     * (TF Serving's
                                                     * --enforce_session_run_timeout) */
+    bool          allow_file_ops_at_request_time;  /* default false: a request's run may not
+                                                    * execute ops reading files its inputs name
+                                                    * (RestoreV2, InitializeTableFromTextFile) */
     tfs_warmup_fn warmup;                          /* NULL: none */
     void         *warmup_ctx;
     /* Dynamic batching (--enable_batching): the loader then owns one tfs_batcher with

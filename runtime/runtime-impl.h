@@ -455,6 +455,9 @@ enum tfs_code tfs__attr_list(const tfs_node *n, const char *name, enum tfs_attr_
                              const tfs_attr_list **out, tfs_status *st);
 
 /* Sets st to `code` with "node 'NAME' (OP): <message>". Returns code. */
+/* PERMISSION_DENIED naming n when the thread's runs may not read files their inputs name
+ * (tfs_session_set_thread_file_ops); the kernels of such ops call it first. */
+enum tfs_code tfs__run_check_file_ops(const tfs_node *n, tfs_status *st);
 enum tfs_code tfs__node_err(const tfs_node *n, tfs_status *st, enum tfs_code code,
                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

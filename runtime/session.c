@@ -874,6 +874,23 @@ int64_t tfs_session_set_thread_deadline(int64_t deadline_ns)
     return old;
 }
 
+static _Thread_local bool thread_file_ops_denied;
+
+bool tfs_session_set_thread_file_ops(bool allowed)
+{
+    bool old = !thread_file_ops_denied;
+    thread_file_ops_denied = !allowed;
+    return old;
+}
+
+enum tfs_code tfs__run_check_file_ops(const tfs_node *n, tfs_status *st)
+{
+    if (!thread_file_ops_denied)
+        return TFS_OK;
+    return tfs__node_err(n, st, TFS_PERMISSION_DENIED, "reads files its inputs name, which a "
+                         "request's run may not (tfserve --allow_file_ops_at_request_time)");
+}
+
 enum tfs_code tfs__run_check_deadline(const tfs_graph *g, int node, tfs_status *st)
 {
     if (!thread_deadline_ns)

@@ -110,6 +110,12 @@ enum tfs_code tfs_session_missing_ops(tfs_session *s, const char *const *feeds, 
  * values at once. Returns the previous deadline, for the caller to put back. */
 int64_t tfs_session_set_thread_deadline(int64_t deadline_ns);
 
+/* Whether runs the calling thread starts may execute ops that read files their inputs name
+ * (RestoreV2, InitializeTableFromTextFile(V2)): true by default (loading a model runs them), false
+ * for the runs a server makes for requests, where a client could choose the path. A refused op
+ * fails the run with PERMISSION_DENIED naming the node. Returns the previous setting. */
+bool tfs_session_set_thread_file_ops(bool allowed);
+
 /* Runs. outputs[i] receives a new reference to fetch i (caller owns) on success; all NULL on
  * failure. Fetching a reference-typed tensor (a VariableV2 output) yields the variable's value.
  * Errors from kernels carry the node name: "node 'mul': Incompatible shapes: [3] vs. [2]". */

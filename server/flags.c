@@ -49,6 +49,9 @@ static const flag_def flags[] = {
      "keep-alive, a stalled request, a client not reading its answer); 0: never (a tfserve flag)"},
     {"rest_max_connections", FLAG_INT, "4096", F(rest_max_connections),
      "Most REST connections open at once; more wait in the kernel's backlog (a tfserve flag)"},
+    {"allow_file_ops_at_request_time", FLAG_BOOL, "false", F(allow_file_ops_at_request_time),
+     "Let a request's run execute ops that read files their inputs name (RestoreV2, "
+     "InitializeTableFromTextFile); off, they fail with PERMISSION_DENIED (a tfserve flag)"},
     {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),
      "Threads taking gRPC calls off the completion queue, 1..64 (a tfserve flag)"},
     {"grpc_max_threads", FLAG_INT, NULL, F(grpc_max_threads),

@@ -276,6 +276,7 @@ int main(int argc, char **argv)
     lo.max_model_memory_bytes = f.max_model_memory_bytes;
     lo.disable_graph_rewrites = !f.graph_rewrites;
     lo.disable_session_run_timeout = !f.enforce_session_run_timeout;
+    lo.allow_file_ops_at_request_time = f.allow_file_ops_at_request_time;
     if (f.enable_model_warmup) {
         if (f.num_request_iterations_for_warmup > 0)
             wo.num_request_iterations = (int)(f.num_request_iterations_for_warmup > 1000000

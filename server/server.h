@@ -60,6 +60,7 @@ typedef struct tfs_server_flags {
     int64_t            max_tensor_bytes;       /* ours: 0 = half the memory (runtime.h) */
     bool               graph_rewrites;         /* ours: rewrite graphs for serving, default true */
     bool               enforce_session_run_timeout;   /* default true: runs stop at deadlines */
+    bool               allow_file_ops_at_request_time; /* default false */
     char              *monitoring_config_file; /* MonitoringConfig text, default "" */
     char              *metrics_path;           /* ours: Prometheus path, "" = per config/off */
     char              *access_log_file;        /* ours: "" = no access log */

@@ -484,7 +484,8 @@ enum tfs_code tfs__k_initialize_table_from_text_file(tfs_kernel_ctx *k, tfs_stat
     char *path = NULL, *data = NULL, buf[128];
     size_t len = 0;
     enum tfs_code rc;
-    if ((rc = int_attr_or(n, "key_index", true, 0, &ti.key_index, st)) != TFS_OK ||
+    if ((rc = tfs__run_check_file_ops(n, st)) != TFS_OK ||
+        (rc = int_attr_or(n, "key_index", true, 0, &ti.key_index, st)) != TFS_OK ||
         (rc = int_attr_or(n, "value_index", true, 0, &ti.value_index, st)) != TFS_OK ||
         (rc = int_attr_or(n, "vocab_size", false, -1, &ti.vocab_size, st)) != TFS_OK ||
         (rc = int_attr_or(n, "offset", false, 0, &ti.offset, st)) != TFS_OK)

@@ -453,7 +453,9 @@ enum tfs_code tfs__k_restore_v2(tfs_kernel_ctx *k, tfs_status *st)
 {
     const tfs_node *n = k->node;
     const tfs_attr_list *dtypes;
-    enum tfs_code rc = tfs__attr_list(n, "dtypes", TFS_ATTR_TYPE, &dtypes, st);
+    enum tfs_code rc = tfs__run_check_file_ops(n, st);
+    if (rc == TFS_OK)
+        rc = tfs__attr_list(n, "dtypes", TFS_ATTR_TYPE, &dtypes, st);
     if (rc != TFS_OK)
         return rc;
     if (k->n_in != 3 || k->n_out != dtypes->n)

@@ -272,12 +272,12 @@ END_TEST
 
 /* Reads dir/saved_model.pb, lets edit change its first MetaGraphDef's graph (strings replaced with
  * free + strdup: protobuf-c frees them with the system allocator), and writes it back. */
-static void edit_graph(const char *dir, void (*edit)(Tensorflow__GraphDef *))
+static void edit_graph(const char *dir, void (*edit)(Tensorflow__MetaGraphDef *))
 {
     Tensorflow__SavedModel *sm = NULL;
     tfs_status st;
     ck_assert_int_eq(tfs__saved_model_read(dir, &sm, &st), TFS_OK);
-    edit(sm->meta_graphs[0]->graph_def);
+    edit(sm->meta_graphs[0]);
     size_t len = tensorflow__saved_model__get_packed_size(sm);
     uint8_t *buf = malloc(len);
     ck_assert_ptr_nonnull(buf);
@@ -301,23 +301,25 @@ static Tensorflow__NodeDef *node_by_op(Tensorflow__GraphDef *gd, const char *op)
     return NULL;
 }
 
-static void rename_mul_op(Tensorflow__GraphDef *gd)
+static void rename_mul_op(Tensorflow__MetaGraphDef *mg)
 {
+    Tensorflow__GraphDef *gd = mg->graph_def;
     Tensorflow__NodeDef *mul = node_by_op(gd, "Mul");
     free(mul->op);
     mul->op = strdup("FancyMul");
 }
 
 /* The Mul takes the AddV2 after it as its input: a cycle that is no loop. */
-static void make_cycle(Tensorflow__GraphDef *gd)
+static void make_cycle(Tensorflow__MetaGraphDef *mg)
 {
+    Tensorflow__GraphDef *gd = mg->graph_def;
     Tensorflow__NodeDef *mul = node_by_op(gd, "Mul"), *add = node_by_op(gd, "AddV2");
     free(mul->input[0]);
     mul->input[0] = strdup(add->name);
 }
 
 /* A version whose graph cannot serve fails its load with the reason, naming the op or nodes. */
-static void expect_load_error(void (*edit)(Tensorflow__GraphDef *), enum tfs_code code,
+static void expect_load_error(void (*edit)(Tensorflow__MetaGraphDef *), enum tfs_code code,
                               const char *want1, const char *want2)
 {
     char *tmp = tfs_test_mkdtemp();
@@ -347,6 +349,53 @@ START_TEST(test_load_cycle_fails)
 }
 END_TEST
 
+/* serving_default made hostile: its input is the saver's file prefix, its output what RestoreV2
+ * reads from there. */
+static void expose_restore(Tensorflow__MetaGraphDef *mg)
+{
+    Tensorflow__SignatureDef *sd = mg->signature_def[0]->value;
+    free(sd->inputs[0]->value->name);
+    sd->inputs[0]->value->name = strdup("save/Const:0");
+    sd->inputs[0]->value->dtype = TENSORFLOW__DATA_TYPE__DT_STRING;
+    free(sd->outputs[0]->value->name);
+    sd->outputs[0]->value->name = strdup("save/RestoreV2:0");
+}
+
+/* A signature that reaches RestoreV2 with a path the caller feeds: refused in runs a server makes
+ * for requests (tfs_session_set_thread_file_ops(false)), allowed otherwise. */
+START_TEST(test_load_file_ops_refused_at_request_time)
+{
+    char *tmp = tfs_test_mkdtemp();
+    char dir[4096], prefix[4200];
+    snprintf(dir, sizeof dir, "%s/m", tmp);
+    snprintf(prefix, sizeof prefix, "%s/variables/variables", dir);
+    tfs_test_write_model(dir, 1, 0);
+    edit_graph(dir, expose_restore);
+    tfs_savedmodel *m = NULL;
+    tfs_status st;
+    ck_assert_msg(tfs_savedmodel_load(dir, NULL, &m, &st) == TFS_OK, "%s", st.msg);
+    const tfs_signature *sig = tfs_savedmodel_signature(m, "serving_default");
+    ck_assert_ptr_nonnull(sig);
+    tfs_tensor *path = NULL, *out = NULL;
+    int64_t one = 1;
+    ck_assert_int_eq(tfs_tensor_new(TFS_DTYPE_STRING, 0, &one, &path, &st), TFS_OK);
+    ck_assert_int_eq(tfs_tensor_set_string(path, 0, prefix, strlen(prefix), &st), TFS_OK);
+    tfs_named_tensor in = {sig->inputs[0].alias, path};
+    ck_assert(tfs_session_set_thread_file_ops(false));
+    ck_assert_int_eq(tfs_savedmodel_run(m, sig, &in, 1, &out, &st), TFS_PERMISSION_DENIED);
+    ck_assert_msg(strstr(st.msg, "save/RestoreV2") && strstr(st.msg, "reads files"), "%s",
+                  st.msg);
+    ck_assert(!tfs_session_set_thread_file_ops(true));
+    ck_assert_msg(tfs_savedmodel_run(m, sig, &in, 1, &out, &st) == TFS_OK, "%s", st.msg);
+    ck_assert_int_eq(out->dtype, TFS_DTYPE_FLOAT);
+    tfs_tensor_unref(out);
+    tfs_tensor_unref(path);
+    tfs_savedmodel_free(m);
+    tfs_test_rmtree(tmp);
+    free(tmp);
+}
+END_TEST
+
 Suite *suite_savedmodel_load(void);
 Suite *suite_savedmodel_load(void)
 {
@@ -368,6 +417,7 @@ Suite *suite_savedmodel_load(void)
     tcase_add_test(tc, test_load_tags_exact_set);
     tcase_add_test(tc, test_load_unknown_op_fails);
     tcase_add_test(tc, test_load_cycle_fails);
+    tcase_add_test(tc, test_load_file_ops_refused_at_request_time);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -969,6 +969,46 @@ def check_max_tensor_bytes(build, demo, tmp):
           "--max_tensor_bytes=-1: rc %d: %s" % (p.returncode, out[-300:]))
 
 
+def check_file_ops_at_request_time(build, demo, tmp):
+    """A model whose signature feeds a client's string to RestoreV2's file prefix (a hostile or
+    careless export): a Predict naming a path is PERMISSION_DENIED naming the node, unless
+    --allow_file_ops_at_request_time; the server keeps serving."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    base = os.path.join(tmp, "restore_sig")
+    shutil.copytree(demo, base)
+    version = os.path.join(base, sorted(os.listdir(base))[0])
+    path = os.path.join(version, "saved_model.pb")
+    sm = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        sm.ParseFromString(f.read())
+    sd = sm.meta_graphs[0].signature_def["serving_default"]
+    sd.inputs["x"].name = "save/Const:0"
+    sd.inputs["x"].dtype = 7
+    sd.outputs["y"].name = "save/RestoreV2:0"
+    with open(path, "wb") as f:
+        f.write(sm.SerializeToString())
+    from tensorflow_serving.apis import predict_pb2
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = "restore_sig"
+    req.inputs["x"].dtype = 7
+    req.inputs["x"].string_val.append(os.path.join(version, "variables", "variables").encode())
+    for allow in (False, True):
+        s = Server(build, "restore_sig", base, tmp,
+                   ["--allow_file_ops_at_request_time"] if allow else [])
+        try:
+            if allow:
+                r = predict(s, req)
+                check(r.outputs["y"].dtype == 1, "RestoreV2 allowed by the flag: %s" % r)
+            else:
+                expect_error(lambda: predict(s, req), grpc.StatusCode.PERMISSION_DENIED,
+                             "node 'save/RestoreV2' (RestoreV2): reads files",
+                             "RestoreV2 at request time")
+                expect_error(lambda: predict(s, req), grpc.StatusCode.PERMISSION_DENIED,
+                             "--allow_file_ops_at_request_time", "RestoreV2 again")
+        finally:
+            s.stop()
+
+
 def check_channel_args(build, demo, tmp):
     """--grpc_channel_arguments reaches the C core: a 1000-byte receive limit refuses a 2 KB
     request with RESOURCE_EXHAUSTED and still serves small ones; bad values stop the start."""
@@ -1054,6 +1094,7 @@ def main():
         servers.remove(s)
         check_channel_args(a.build, demo, tmp)
         check_max_tensor_bytes(a.build, demo, tmp)
+        check_file_ops_at_request_time(a.build, demo, tmp)
         check_stop_under_load(a.build, demo, tmp)
         check_stop_with_idle_connection(a.build, demo, tmp)
         check_many_names(a.build, demo, tmp)
