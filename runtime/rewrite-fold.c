@@ -255,6 +255,11 @@ static int evaluate(fold_state *f, tfs_status *st)
     for (int i = 0; i < n_p; i++)
         names[i] = p[i].name;
     tfs_status local;
+    /* A result over max_constant_bytes is not kept, so no tensor of the evaluation may be larger:
+     * a few bytes of graph (Fill with a huge shape) must not allocate gigabytes while loading. */
+    size_t outer = tfs_runtime_set_thread_max_tensor_bytes(0);
+    size_t most = rw->opts->max_constant_bytes > 0 ? (size_t)rw->opts->max_constant_bytes : 1;
+    tfs_runtime_set_thread_max_tensor_bytes(outer && outer < most ? outer : most);
     bool together = tfs_session_run(rw->values, NULL, 0, names, n_p, NULL, 0, outs, &local) ==
                     TFS_OK;
     for (int i = 0; i < n_p; i++) {
@@ -264,6 +269,7 @@ static int evaluate(fold_state *f, tfs_status *st)
             outs[i] = NULL;
         blocked += take_result(f, &p[i], outs[i]);
     }
+    tfs_runtime_set_thread_max_tensor_bytes(outer);
     goto done;
 oom:
     TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory folding constants");

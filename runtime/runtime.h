@@ -53,5 +53,9 @@ const char *tfs_runtime_gemm_kernel(void);
 void tfs_runtime_set_max_tensor_bytes(size_t n);
 /* The limit now. Thread-safe. */
 size_t tfs_runtime_max_tensor_bytes(void);
+/* A lower limit for the tensors the calling thread allocates while it is set (0: none), e.g. what
+ * is left of a model memory budget while the model loads. tfs_runtime_max_tensor_bytes() then
+ * returns the lower of the two on this thread. Returns the previous value, to put back. */
+size_t tfs_runtime_set_thread_max_tensor_bytes(size_t n);
 
 #endif

@@ -236,6 +236,15 @@ void tfs_runtime_set_max_tensor_bytes(size_t n)
                           memory_order_relaxed);
 }
 
+static _Thread_local size_t thread_max_tensor_bytes;   /* 0: none */
+
+size_t tfs_runtime_set_thread_max_tensor_bytes(size_t n)
+{
+    size_t old = thread_max_tensor_bytes;
+    thread_max_tensor_bytes = n;
+    return old;
+}
+
 size_t tfs_runtime_max_tensor_bytes(void)
 {
     size_t n = atomic_load_explicit(&max_tensor_bytes, memory_order_relaxed);
@@ -243,7 +252,7 @@ size_t tfs_runtime_max_tensor_bytes(void)
         n = default_max_tensor_bytes();
         atomic_store_explicit(&max_tensor_bytes, n, memory_order_relaxed);
     }
-    return n;
+    return thread_max_tensor_bytes && thread_max_tensor_bytes < n ? thread_max_tensor_bytes : n;
 }
 
 /* ---- tensors ------------------------------------------------------------------------------- */

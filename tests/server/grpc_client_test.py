@@ -1009,6 +1009,57 @@ def check_file_ops_at_request_time(build, demo, tmp):
             s.stop()
 
 
+def check_load_peak_memory(build, demo, tmp):
+    """A few hundred bytes of graph that evaluate to a 1 GiB tensor (Fill with a huge shape, then
+    a Sum) must not allocate it while the model loads: constant folding keeps to its 16 MiB
+    limit, so the peak RSS after the load stays far below 1 GiB, and a request then computes the
+    sum at run time."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.core.framework import tensor_pb2
+    base = os.path.join(tmp, "big_fill")
+    shutil.copytree(demo, base)
+    version = os.path.join(base, sorted(os.listdir(base))[0])
+    path = os.path.join(version, "saved_model.pb")
+    sm = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        sm.ParseFromString(f.read())
+    mg = sm.meta_graphs[0]
+    gd = mg.graph_def
+    n_big = 1 << 28   # float32: 1 GiB
+
+    def const(name, dtype, values, dims):
+        n = gd.node.add(name=name, op="Const")
+        n.attr["dtype"].type = dtype
+        t = tensor_pb2.TensorProto(dtype=dtype)
+        for d in dims:
+            t.tensor_shape.dim.add().size = d
+        (t.int_val if dtype == 3 else t.float_val).extend(values)
+        n.attr["value"].tensor.CopyFrom(t)
+    const("big_dims", 3, [n_big], [1])
+    const("big_one", 1, [1.0], [])
+    const("big_axis", 3, [0], [1])
+    fill = gd.node.add(name="big_fill", op="Fill", input=["big_dims", "big_one"])
+    fill.attr["T"].type = 1
+    total = gd.node.add(name="big_sum", op="Sum", input=["big_fill", "big_axis"])
+    total.attr["T"].type = 1
+    out = gd.node.add(name="big_out", op="AddV2", input=["big_sum", "x"])
+    out.attr["T"].type = 1
+    sd = mg.signature_def["serving_default"]
+    sd.outputs["y"].name = "big_out:0"
+    with open(path, "wb") as f:
+        f.write(sm.SerializeToString())
+    s = Server(build, "big_fill", base, tmp)
+    try:
+        with open("/proc/%d/status" % s.proc.pid) as f:
+            hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0] * 1024
+        check(hwm < 256 << 20, "peak RSS after loading a 1 GiB Fill: %d MB" % (hwm >> 20))
+        r = predict(s, predict_req("big_fill", [1.0]))
+        check(close(list(r.outputs["y"].float_val), [float(n_big) + 1.0], tol=n_big * 1e-6),
+              "the sum is computed at run time: %s" % r.outputs["y"].float_val)
+    finally:
+        s.stop()
+
+
 def check_channel_args(build, demo, tmp):
     """--grpc_channel_arguments reaches the C core: a 1000-byte receive limit refuses a 2 KB
     request with RESOURCE_EXHAUSTED and still serves small ones; bad values stop the start."""
@@ -1095,6 +1146,7 @@ def main():
         check_channel_args(a.build, demo, tmp)
         check_max_tensor_bytes(a.build, demo, tmp)
         check_file_ops_at_request_time(a.build, demo, tmp)
+        check_load_peak_memory(a.build, demo, tmp)
         check_stop_under_load(a.build, demo, tmp)
         check_stop_with_idle_connection(a.build, demo, tmp)
         check_many_names(a.build, demo, tmp)
