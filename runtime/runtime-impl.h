@@ -243,6 +243,14 @@ typedef struct tfs_nn_matmul {
 } tfs_nn_matmul;
 enum tfs_code tfs__nn_matmul_dims(const tfs_node *node, const tfs_tensor *a, const tfs_tensor *b,
                                   tfs_nn_matmul *mm, tfs_status *st);
+/* One product C[m, n] = op(A)[m, k] x op(B)[k, n], row-major with leading dimensions lda and
+ * ldb (ldc = n), as MatMul computes it: float and double through tfs__sgemm/tfs__dgemm, int32
+ * and int64 wrapping around; b_const as tfs__sgemm_const_b's (NULL: none). C must hold zeros when
+ * k is 0 (no product is made then). The caller has checked that m, n, k, lda and ldb fit in an
+ * int. False, with nothing done, for another dtype (kernels/nn-matmul.c; Einsum uses it). */
+bool tfs__nn_gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void *a, int64_t lda, const tfs_tensor *b_const, const void *b,
+                  int64_t ldb, void *c);
 /* The geometry of a 2-D NHWC window op (Conv2D, DepthwiseConv2dNative, MaxPool, AvgPool). */
 typedef struct tfs_nn_geom {
     int64_t batch, in_h, in_w, in_c;

@@ -91,6 +91,13 @@ static bool gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int6
     }
 }
 
+bool tfs__nn_gemm(enum tfs_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void *a, int64_t lda, const tfs_tensor *b_const, const void *b,
+                  int64_t ldb, void *c)
+{
+    return gemm(dt, ta, tb, m, n, k, a, lda, b_const, b, ldb, c);
+}
+
 static bool gemm_dtype_ok(enum tfs_dtype dt)
 {
     return dt == TFS_DTYPE_FLOAT || dt == TFS_DTYPE_DOUBLE || dt == TFS_DTYPE_INT32 ||

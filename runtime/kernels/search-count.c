@@ -3,8 +3,9 @@
  * [B, M] values tensor; tensorflow/core/kernels/searchsorted_op.cc), Bincount and DenseBincount
  * (bincount_op.cc: counts, or sums of weights, of the non-negative integers below `size`; values
  * >= size are ignored, negative ones are INVALID_ARGUMENT; binary_output counts 1 per bin hit),
- * and BoostedTreesBucketize (boosted_trees/quantile_ops.cc: the index of the first boundary >=
- * each value). None has a gradient.
+ * BoostedTreesBucketize (boosted_trees/quantile_ops.cc: the index of the first boundary >=
+ * each value) and Bucketize (bucketize_op.cc, Keras' Discretization layer: the number of
+ * boundaries <= each value). None has a gradient.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -336,5 +337,62 @@ enum tfs_code tfs__k_boosted_trees_bucketize(tfs_kernel_ctx *k, tfs_status *st)
             o[i] = (int32_t)(idx == b->nelem && idx > 0 ? idx - 1 : idx);
         }
     }
+    return TFS_OK;
+}
+
+/* ---- Bucketize(input: T) -> int32, attr boundaries: list(float) sorted -----------------------
+ * Each value's bucket is std::upper_bound over the float boundaries: the count of boundaries <=
+ * it, so a value equal to a boundary goes to the bucket above and NaN to the last. The comparison
+ * is value < boundary in C's (and C++'s) usual conversions, as TensorFlow's kernel makes it:
+ * int32 and int64 values become float, float boundaries become double for double values. */
+
+#define BUCKETIZE(T)                                                                               \
+    do {                                                                                           \
+        const T *x_ = in->data;                                                                    \
+        for (int64_t i = 0; i < in->nelem; i++) {                                                  \
+            int64_t lo = 0, hi = nb;                                                               \
+            while (lo < hi) {                                                                      \
+                int64_t mid = lo + (hi - lo) / 2;                                                  \
+                if (x_[i] < bd[mid])                                                               \
+                    hi = mid;                                                                      \
+                else                                                                               \
+                    lo = mid + 1;                                                                  \
+            }                                                                                      \
+            o[i] = (int32_t)lo;                                                                    \
+        }                                                                                          \
+    } while (0)
+
+enum tfs_code tfs__k_bucketize(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    const tfs_tensor *in = k->in[0];
+    const tfs_attr_list *l = NULL;
+    enum tfs_code rc = tfs__arr_check_T(n, in, "T", "input", st);
+    if (rc == TFS_OK)
+        rc = tfs__attr_list(n, "boundaries", TFS_ATTR_F, &l, st);
+    if (rc != TFS_OK)
+        return rc;
+    if (in->dtype != TFS_DTYPE_INT32 && in->dtype != TFS_DTYPE_INT64 &&
+        in->dtype != TFS_DTYPE_FLOAT && in->dtype != TFS_DTYPE_DOUBLE)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT,
+                             "T must be int32, int64, float or double, got %s",
+                             tfs_dtype_short_name(in->dtype));
+    const float *bd = l->n ? l->f : NULL;
+    int64_t nb = l->n;
+    for (int64_t i = 1; i < nb; i++)
+        if (bd[i] < bd[i - 1])
+            return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "Expected sorted boundaries");
+    tfs_tensor *out;
+    if ((rc = tfs__arr_output(k, 0, TFS_DTYPE_INT32, in->rank, in->dims, false, &out, st)) !=
+        TFS_OK)
+        return rc;
+    int32_t *o = out->data;
+    switch (in->dtype) {
+    case TFS_DTYPE_INT32:  BUCKETIZE(int32_t); break;
+    case TFS_DTYPE_INT64:  BUCKETIZE(int64_t); break;
+    case TFS_DTYPE_FLOAT:  BUCKETIZE(float); break;
+    default:               BUCKETIZE(double); break;
+    }
+    k->out[0] = out;
     return TFS_OK;
 }

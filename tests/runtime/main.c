@@ -51,6 +51,8 @@ Suite *suite_runtime_sparse(void);
 Suite *suite_runtime_text_ragged(void);
 Suite *suite_runtime_regex(void);
 Suite *suite_runtime_backend(void);
+Suite *suite_runtime_array_expand(void);
+Suite *suite_runtime_nn_einsum(void);
 
 /* TFS_TEST_BUFFER_REUSE=0 runs every suite with buffer reuse off (ctest's runtime-noreuse);
  * otherwise kernels write into poisoned arena regions wherever a test runs a graph twice
@@ -105,6 +107,8 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_rewrite());
     srunner_add_suite(sr, suite_runtime_rewrite_fuse());
     srunner_add_suite(sr, suite_runtime_nn_fused());
+    srunner_add_suite(sr, suite_runtime_array_expand());
+    srunner_add_suite(sr, suite_runtime_nn_einsum());
     srunner_add_suite(sr, suite_runtime_backend());
     srunner_add_suite(sr, suite_runtime_gemm());
     srunner_add_suite(sr, suite_runtime_threadpool());

@@ -1,8 +1,11 @@
-/* Tests of UpperBound, LowerBound, Bincount and DenseBincount (runtime/kernels/search-count.c):
+/* Tests of UpperBound, LowerBound, Bincount, DenseBincount and Bucketize
+ * (runtime/kernels/search-count.c):
  * hand-computed results (ties, values outside the sorted range, NaN-free floats, int64 beyond
  * 2^53, empty rows), counts and weight sums (exact in float: small dyadic weights), values at or
- * above `size` ignored, binary_output, and the INVALID_ARGUMENT cases. */
+ * above `size` ignored, binary_output, Bucketize's buckets for each input type against a
+ * linear count written here, and the INVALID_ARGUMENT cases. */
 #include <check.h>
+#include <math.h>
 #include <string.h>
 
 #include "tests/runtime/array-helpers.h"
@@ -174,6 +177,105 @@ START_TEST(test_dense_bincount)
 }
 END_TEST
 
+/* ---- Bucketize ------------------------------------------------------------------------------ */
+
+typedef struct bounds {
+    int          n;
+    const float *v;
+} bounds;
+
+static void set_boundaries(tfs_graph *g, int id, const void *arg)
+{
+    const bounds *b = arg;
+    tfs_attr_value a = {.kind = TFS_ATTR_LIST};
+    a.list.kind = b->n ? TFS_ATTR_F : TFS_ATTR_NONE;
+    a.list.n = b->n;
+    a.list.f = (float *)b->v;
+    tfs_graph_set_attr(g, id, "boundaries", &a);
+}
+
+START_TEST(test_bucketize)
+{
+    /* Keras Discretization(bin_boundaries=[0, 10, 100]): a value equal to a boundary goes up */
+    const float bv[] = {0, 10, 100};
+    bounds b = {3, bv};
+    tfs_tensor *in[1];
+    in[0] = at_t(TFS_DTYPE_FLOAT, 2, DIMS(2, 4),
+                 ((const float[]){-5, 0, 5, 10, 99.5f, 100, 150, -INFINITY}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b), TFS_DTYPE_INT32, 2,
+              DIMS(2, 4), ((const int32_t[]){0, 1, 1, 2, 2, 3, 3, 0}));
+    /* NaN compares below nothing: the last bucket, as std::upper_bound puts it */
+    in[0] = at_t(TFS_DTYPE_FLOAT, 1, DIMS(1), ((const float[]){NAN}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b), TFS_DTYPE_INT32, 1, DIMS(1),
+              ((const int32_t[]){3}));
+    /* int32 against fractional boundaries, repeated boundaries */
+    const float bi[] = {0.5f, 1, 1, 2.5f};
+    bounds b2 = {4, bi};
+    in[0] = at_t(TFS_DTYPE_INT32, 1, DIMS(5), ((const int32_t[]){-1, 0, 1, 2, 3}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b2), TFS_DTYPE_INT32, 1,
+              DIMS(5), ((const int32_t[]){0, 0, 3, 3, 4}));
+    /* double values meet the float boundary widened: 0.1 < (double)0.1f, 0.1f is not */
+    const float b01[] = {0.1f};
+    bounds b3 = {1, b01};
+    in[0] = at_t(TFS_DTYPE_DOUBLE, 1, DIMS(2), ((const double[]){0.1, (double)0.1f}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b3), TFS_DTYPE_INT32, 1,
+              DIMS(2), ((const int32_t[]){0, 1}));
+    /* int64 values become float: 2^24 + 1 rounds to the boundary 2^24 */
+    const float big[] = {16777216.0f, 16777218.0f};
+    bounds b4 = {2, big};
+    in[0] = at_t(TFS_DTYPE_INT64, 1, DIMS(3), ((const int64_t[]){16777215, 16777217, 1LL << 40}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b4), TFS_DTYPE_INT32, 1,
+              DIMS(3), ((const int32_t[]){0, 1, 2}));
+    /* no boundaries: everything in bucket 0; an empty input */
+    bounds none = {0, NULL};
+    in[0] = at_t(TFS_DTYPE_FLOAT, 1, DIMS(2), ((const float[]){-1, 1}));
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &none), TFS_DTYPE_INT32, 1,
+              DIMS(2), ((const int32_t[]){0, 0}));
+    in[0] = at_t(TFS_DTYPE_FLOAT, 2, DIMS(0, 3), NULL);
+    at_expect(at_run1("Bucketize", 1, in, true, set_boundaries, &b), TFS_DTYPE_INT32, 2,
+              DIMS(0, 3), NULL);
+    /* a larger input against a linear count */
+    const float lin[] = {-3, -1, -0.5f, 0, 0.25f, 1, 2, 2, 7};
+    bounds b5 = {9, lin};
+    tfs_tensor *x = at_t(TFS_DTYPE_FLOAT, 1, DIMS(1000), NULL);
+    float *xv = x->data;
+    for (int i = 0; i < 1000; i++)
+        xv[i] = (float)(i % 97) * 0.125f - 4.0f;
+    in[0] = tfs_tensor_ref(x);
+    tfs_tensor *out = at_run1("Bucketize", 1, in, true, set_boundaries, &b5);
+    for (int i = 0; i < 1000; i++) {
+        int32_t want = 0;
+        for (int j = 0; j < 9; j++)
+            want += lin[j] <= xv[i];
+        ck_assert_int_eq(((const int32_t *)out->data)[i], want);
+    }
+    tfs_tensor_unref(out);
+    tfs_tensor_unref(x);
+}
+END_TEST
+
+START_TEST(test_bucketize_errors)
+{
+    const float bv[] = {1, 0};
+    bounds b = {2, bv};
+    tfs_tensor *in[1] = {at_t(TFS_DTYPE_FLOAT, 1, DIMS(1), NULL)}, *out;
+    tfs_status st;
+    ck_assert_int_eq(at_run("Bucketize", 1, in, true, set_boundaries, &b, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Expected sorted boundaries");
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "node 'op' (Bucketize)");
+    bounds ok = {1, bv};
+    in[0] = at_t(TFS_DTYPE_INT8, 1, DIMS(1), NULL);
+    ck_assert_int_eq(at_run("Bucketize", 1, in, true, set_boundaries, &ok, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "T must be int32, int64, float or double");
+    in[0] = at_t(TFS_DTYPE_FLOAT, 1, DIMS(1), NULL);
+    ck_assert_int_eq(at_run("Bucketize", 1, in, true, NULL, NULL, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "boundaries");
+}
+END_TEST
+
 Suite *suite_runtime_search_count(void)
 {
     Suite *s = suite_create("runtime_search_count");
@@ -182,6 +284,8 @@ Suite *suite_runtime_search_count(void)
     tcase_add_test(tc, test_bound_errors);
     tcase_add_test(tc, test_bincount);
     tcase_add_test(tc, test_dense_bincount);
+    tcase_add_test(tc, test_bucketize);
+    tcase_add_test(tc, test_bucketize_errors);
     suite_add_tcase(s, tc);
     return s;
 }
