@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proto/unpack.h"
 #include "savedmodel/bundle-impl.h"
 #include "tensorflow/core/protobuf/tensor_bundle.pb-c.h"
 
@@ -98,12 +99,13 @@ static enum tfs_code fill_entry(tfs_bundle *b, const char *name, const tfs__tabl
     }
     bool               oom = false;
     ProtobufCAllocator pa  = {pb_alloc, pb_free, &oom};
-    pe = tensorflow__bundle_entry_proto__unpack(&pa, te->value_len, te->value);
-    if (!pe) {
+    tfs_status         why;
+    if (tfs_proto_unpack_bounded(&tensorflow__bundle_entry_proto__descriptor, &pa, te->value,
+                                 te->value_len, (ProtobufCMessage **)&pe, &why) != TFS_OK) {
         rc = oom ? TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: entry '%s': out of memory", name,
                            te->key)
-                 : TFS_ERR(st, TFS_DATA_LOSS, "%s: entry '%s': malformed BundleEntryProto", name,
-                           te->key);
+                 : TFS_ERR(st, why.code, "%s: entry '%s': malformed BundleEntryProto: %s", name,
+                           te->key, why.msg);
         goto fail;
     }
     e->key    = te->key;
@@ -158,10 +160,11 @@ static enum tfs_code check_header(tfs_bundle *b, const char *name, const tfs__ta
 
     bool               oom = false;
     ProtobufCAllocator pa  = {pb_alloc, pb_free, &oom};
-    h = tensorflow__bundle_header_proto__unpack(&pa, te->value_len, te->value);
-    if (!h) {
+    tfs_status         why;
+    if (tfs_proto_unpack_bounded(&tensorflow__bundle_header_proto__descriptor, &pa, te->value,
+                                 te->value_len, (ProtobufCMessage **)&h, &why) != TFS_OK) {
         rc = oom ? TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", name)
-                 : TFS_ERR(st, TFS_DATA_LOSS, "%s: malformed BundleHeaderProto", name);
+                 : TFS_ERR(st, why.code, "%s: malformed BundleHeaderProto: %s", name, why.msg);
         goto fail;
     }
     if (h->endianness == TENSORFLOW__BUNDLE_HEADER_PROTO__ENDIANNESS__BIG) {

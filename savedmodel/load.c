@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "proto/unpack.h"
 #include "savedmodel/bundle-impl.h"
 #include "savedmodel/savedmodel-impl.h"
 
@@ -166,9 +167,11 @@ enum tfs_code tfs__saved_model_read(const char *dir, Tensorflow__SavedModel **ou
         rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: short read", path);
         goto done;
     }
-    *out = tensorflow__saved_model__unpack(NULL, n, buf);
-    if (!*out)
-        rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: not a valid SavedModel protobuf", path);
+    /* Bounded: a file nested deep enough to overflow protobuf-c's recursion fails this version
+     * instead of the server. */
+    if ((rc = tfs_proto_unpack_bounded(&tensorflow__saved_model__descriptor, NULL, buf, n,
+                                       (ProtobufCMessage **)out, st)) != TFS_OK)
+        tfs_status_prefix(st, "%s: not a valid SavedModel protobuf", path);
 done:
     if (f)
         fclose(f);
@@ -401,10 +404,14 @@ static enum tfs_code asset_feeds(const Tensorflow__MetaGraphDef *mg, const char 
             const Google__Protobuf__Any *any = c->any_list->value[i];
             if (!any->type_url || !strstr(any->type_url, "tensorflow.AssetFileDef"))
                 continue;
-            Tensorflow__AssetFileDef *a =
-                tensorflow__asset_file_def__unpack(NULL, any->value.len, any->value.data);
-            if (!a)
-                return TFS_ERR(st, TFS_DATA_LOSS, "collection saved_model_assets: bad AssetFileDef");
+            /* Any's value is bytes to the SavedModel's own check: its nesting is checked here. */
+            Tensorflow__AssetFileDef *a;
+            tfs_status                why;
+            if (tfs_proto_unpack_bounded(&tensorflow__asset_file_def__descriptor, NULL,
+                                         any->value.data, any->value.len,
+                                         (ProtobufCMessage **)&a, &why) != TFS_OK)
+                return TFS_ERR(st, why.code, "collection saved_model_assets: bad AssetFileDef: %s",
+                               why.msg);
             enum tfs_code rc = add_asset(f, dir, a, st);
             tensorflow__asset_file_def__free_unpacked(a, NULL);
             if (rc != TFS_OK)

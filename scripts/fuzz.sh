@@ -19,8 +19,8 @@ DURATION=${1:-20}
 JOBS=${JOBS:-2}
 BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
-DRIVERS=(fuzz_bundle_index fuzz_example fuzz_inflate fuzz_predict_json fuzz_saved_model fuzz_textformat
-  fuzz_train_config)
+DRIVERS=(fuzz_bundle_index fuzz_example fuzz_inflate fuzz_predict_json fuzz_predict_request
+  fuzz_saved_model fuzz_textformat fuzz_train_config)
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang not found (scripts/setup.sh installs it)" >&2
@@ -46,6 +46,8 @@ pbtxt_type() {
   case "$1" in
     fuzz_saved_model) echo "tensorflow/core/protobuf/saved_model.proto tensorflow.SavedModel" ;;
     fuzz_example)     echo "tensorflow/core/example/example.proto tensorflow.Example" ;;
+    fuzz_predict_request)
+      echo "tensorflow_serving/apis/predict.proto tensorflow.serving.PredictRequest" ;;
     *)                echo "" ;;
   esac
 }

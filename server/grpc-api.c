@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "proto/unpack.h"
 #include "runtime/alloc.h"
 #include "server/config-impl.h"
 #include "server/grpc-impl.h"
@@ -41,11 +42,22 @@ void tfs__grpc_free_unpacked(void *m)
         protobuf_c_message_free_unpacked(m, &pb_allocator);
 }
 
+enum tfs_code tfs__grpc_unpack_message(const ProtobufCMessageDescriptor *d, const uint8_t *in,
+                                       size_t n, ProtobufCMessage **out, tfs_status *st)
+{
+    return tfs_proto_unpack_bounded(d, &pb_allocator, in, n, out, st);
+}
+
 ProtobufCMessage *tfs__grpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *in,
                                   size_t n, tfs_status *st)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, &pb_allocator, n, in);
-    if (!m)
+    ProtobufCMessage *m;
+    tfs_status        why;
+    enum tfs_code     code = tfs__grpc_unpack_message(d, in, n, &m, &why);
+    if (code == TFS_INVALID_ARGUMENT)   /* too deep: a peer should learn why */
+        TFS_ERR(st, TFS_INVALID_ARGUMENT, "Could not parse the request as %s (%zu bytes): %s",
+                d->name, n, why.msg);
+    else if (code != TFS_OK)
         TFS_ERR(st, TFS_INVALID_ARGUMENT, "Could not parse the request as %s (%zu bytes)",
                 d->name, n);
     return m;

@@ -46,9 +46,15 @@ enum tfs_code tfs__grpc_tensor_to_proto(const tfs_tensor *t, tfs__arena *a, Tens
 /* ---- message helpers (grpc-api.c) ----------------------------------------------------------- */
 
 /* Decodes a request with the project allocator; NULL and INVALID_ARGUMENT "Could not parse the
- * request as NAME" for bytes that are not that message. Free with tfs__grpc_free_unpacked. */
+ * request as NAME" for bytes that are not that message, with ": message nests deeper than 100
+ * levels (at byte N)" when it nests too deep to unpack (proto/unpack.h). Free with
+ * tfs__grpc_free_unpacked. */
 ProtobufCMessage *tfs__grpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *in,
                                   size_t n, tfs_status *st);
+/* The same decoding for messages that are not requests (warmup records): *out and
+ * tfs_proto_unpack_bounded's codes and messages, which callers put in their own words. */
+enum tfs_code tfs__grpc_unpack_message(const ProtobufCMessageDescriptor *d, const uint8_t *in,
+                                       size_t n, ProtobufCMessage **out, tfs_status *st);
 void tfs__grpc_free_unpacked(void *m);   /* NULL-safe */
 /* Packs m into a tfs_malloc'ed buffer (*out, *out_len). */
 enum tfs_code tfs__grpc_pack(const ProtobufCMessage *m, uint8_t **out, size_t *out_len,

@@ -182,12 +182,13 @@ enum tfs_code tfs_warmup_run(void *ctx, const char *model_name, int64_t version,
                            TFS_WARMUP_MAX_RECORDS, path);
             goto done;
         }
-        log = (Tensorflow__Serving__PredictionLog *)tfs__grpc_unpack(
-            &tensorflow__serving__prediction_log__descriptor, rec, len, NULL);
-        if (!log) {
+        tfs_status why;
+        if (tfs__grpc_unpack_message(&tensorflow__serving__prediction_log__descriptor, rec, len,
+                                     (ProtobufCMessage **)&log, &why) != TFS_OK) {
             code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
                            "Failed to parse warmup record %lld (%zu bytes) from %s as a "
-                           "tensorflow.serving.PredictionLog", (long long)n_records, len, path);
+                           "tensorflow.serving.PredictionLog: %s", (long long)n_records, len,
+                           path, why.msg);
             goto done;
         }
         for (int i = 0; i < iterations; i++) {

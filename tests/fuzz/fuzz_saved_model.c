@@ -1,8 +1,9 @@
-/* libFuzzer driver for saved_model.pb: protobuf-c unpacks the bytes as a SavedModel, then the
- * same steps tfs_savedmodel_load takes before it touches variables or runs anything: pick the
- * MetaGraphDef tagged "serve" (else the first one, so inputs whose tags the fuzzer mutated still
- * reach the importer), import its GraphDef (function inlining, stripped default attrs, Const
- * tensors), convert its SignatureDefs. What must hold for any input:
+/* libFuzzer driver for saved_model.pb: the bounded unpack (proto/unpack.h, as
+ * tfs__saved_model_read does) reads the bytes as a SavedModel, then the same steps
+ * tfs_savedmodel_load takes before it touches variables or runs anything: pick the MetaGraphDef
+ * tagged "serve" (else the first one, so inputs whose tags the fuzzer mutated still reach the
+ * importer), import its GraphDef (function inlining, stripped default attrs, Const tensors),
+ * convert its SignatureDefs. What must hold for any input:
  *   - no crash, sanitizer report or leak (every byte tfs_malloc handed out comes back);
  *   - success leaves an OK status, a failure leaves no graph behind and says why;
  *   - signatures come back sorted by key, inputs and outputs sorted by alias.
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sanitizer/lsan_interface.h>
 
+#include "proto/unpack.h"
 #include "runtime/alloc.h"
 #include "savedmodel/savedmodel-impl.h"
 
@@ -94,10 +96,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * everything tfserve allocates is counted by tfs_malloc. */
     if (verbose < 0)
         verbose = getenv("TFS_FUZZ_VERBOSE") != NULL;
-    Tensorflow__SavedModel *sm = tensorflow__saved_model__unpack(NULL, size, data);
-    if (!sm) {
+    Tensorflow__SavedModel *sm;
+    tfs_status              ust;
+    if (tfs_proto_unpack_bounded(&tensorflow__saved_model__descriptor, NULL, data, size,
+                                 (ProtobufCMessage **)&sm, &ust) != TFS_OK) {
         if (verbose)
-            fprintf(stderr, "unpack: not a SavedModel\n");
+            fprintf(stderr, "unpack: %s\n", ust.msg);
         return 0;
     }
     int64_t before = tfs_alloc_bytes_in_use();
