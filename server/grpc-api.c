@@ -234,12 +234,14 @@ enum tfs_code tfs__grpc_predict_inputs(const Tensorflow__Serving__PredictRequest
             tfs__name_map_put(&seen, sig->inputs[k].alias, k);
     }
     n = 0;
+    size_t budget = tfs_runtime_max_tensor_bytes();   /* for all the request's tensors */
     for (size_t i = 0; i < n_req; i++) {
         const Tensorflow__Serving__PredictRequest__InputsEntry *e = req->inputs[i];
         if (!keep[i])
             continue;
         in[n].name = e->key;
-        if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &in[n].tensor, st)) != TFS_OK)
+        if ((code = tfs__grpc_tensor_from_proto(e->value, e->key, &budget, &in[n].tensor,
+                                                 st)) != TFS_OK)
             goto fail;
         n++;
         /* The graph would refuse another dtype too, but in terms of its nodes ("input 1 of

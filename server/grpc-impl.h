@@ -35,9 +35,11 @@ char *tfs__arena_strdup(tfs__arena *a, const char *s);
 /* Decodes a TensorProto as TensorFlow's Tensor::FromProto does: a non-empty tensor_content holds
  * every element (its size must equal the shape's); otherwise the dtype's typed field, the last
  * value repeated to fill the shape (none: zeros). INVALID_ARGUMENT "tensor parsing error: NAME
- * (why)" for bad dtypes, shapes, sizes, half_val. Caller owns *out. */
+ * (why)" for bad dtypes, shapes, sizes, half_val. *budget (NULL: none) is what the request's
+ * tensors may still take, strings counted with their bytes: a tensor costing more is refused
+ * before it is allocated, else its cost is taken off. Caller owns *out. */
 enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, const char *name,
-                                     tfs_tensor **out, tfs_status *st);
+                                     size_t *budget, tfs_tensor **out, tfs_status *st);
 /* Fills *p (already __init'ed) from t with the typed fields (AsProtoField). Arrays may point into
  * t, which must outlive *p; the rest comes from the arena. */
 enum tfs_code tfs__grpc_tensor_to_proto(const tfs_tensor *t, tfs__arena *a, Tensorflow__TensorProto *p,

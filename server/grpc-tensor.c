@@ -5,6 +5,7 @@
  * the element layout already matches, so a large float output is not copied before packing.
  * Everything a request sends is checked before anything is allocated from it.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "runtime/alloc.h"
@@ -109,8 +110,27 @@ static void store(tfs_tensor *t, int64_t dst, const typed_src *s, size_t i)
     }
 }
 
+/* Bytes the decoded tensor takes: its elements, and for strings every element's bytes too, the
+ * last value's repeated to fill the shape as the values will be. */
+static size_t decoded_bytes(enum tfs_dtype dt, int64_t nelem, size_t nbytes, const typed_src *s)
+{
+    if (dt != TFS_DTYPE_STRING || s->n == 0)
+        return nbytes;
+    const ProtobufCBinaryData *b = s->vals;
+    size_t total = nbytes, n = s->n < (size_t)nelem ? s->n : (size_t)nelem;
+    for (size_t i = 0; i < n; i++)
+        total += b[i].len;
+    if ((size_t)nelem > n) {
+        size_t more = (size_t)nelem - n, last = b[s->n - 1].len;
+        if (last && more > (SIZE_MAX - total) / last)
+            return SIZE_MAX;
+        total += more * last;
+    }
+    return total;
+}
+
 enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, const char *name,
-                                     tfs_tensor **out, tfs_status *st)
+                                     size_t *budget, tfs_tensor **out, tfs_status *st)
 {
     tfs_tensor    *t = NULL;
     enum tfs_code  code;
@@ -168,6 +188,14 @@ enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, cons
                            tfs_dtype_name(dt), nbytes);
             goto fail;
         }
+        if (budget && nbytes > *budget) {
+            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor parsing error: %s (its %zu bytes are "
+                           "over the %zu bytes left of the request's limit, --max_tensor_bytes "
+                           "for all its tensors together)", name, nbytes, *budget);
+            goto fail;
+        }
+        if (budget)
+            *budget -= nbytes;
         if ((code = tfs_tensor_new(dt, rank, dims, &t, st)) != TFS_OK)
             goto fail;
         if (dt == TFS_DTYPE_BOOL) {
@@ -188,11 +216,22 @@ enum tfs_code tfs__grpc_tensor_from_proto(const Tensorflow__TensorProto *p, cons
             goto fail;
         }
     }
-    if (s.n < (size_t)nelem && nbytes > MAX_BROADCAST_BYTES) {
+    size_t cost = decoded_bytes(dt, nelem, nbytes, &s);
+    if (s.n < (size_t)nelem && cost > MAX_BROADCAST_BYTES) {
         code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor parsing error: %s (%zu values cannot "
                        "fill %lld elements)", name, s.n, (long long)nelem);
         goto fail;
     }
+    if (cost > tfs_runtime_max_tensor_bytes() || (budget && cost > *budget)) {
+        code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "tensor parsing error: %s (its %zu bytes, "
+                       "strings counted, are over the %zu bytes left of the request's limit, "
+                       "--max_tensor_bytes for all its tensors together)", name, cost,
+                       budget && *budget < tfs_runtime_max_tensor_bytes()
+                           ? *budget : tfs_runtime_max_tensor_bytes());
+        goto fail;
+    }
+    if (budget)
+        *budget -= cost;
     if ((code = tfs_tensor_new(dt, rank, dims, &t, st)) != TFS_OK)
         goto fail;
     if (s.n == 0 || nelem == 0) {

@@ -954,6 +954,15 @@ def check_max_tensor_bytes(build, demo, tmp):
         expect_error(lambda: predict(s, predict_req("half_plus_two", at + [1.0], content=True)),
                      grpc.StatusCode.INVALID_ARGUMENT, "over the 4096-byte limit on one tensor",
                      "1025 floats over --max_tensor_bytes=4096")
+        # A string counts its bytes, also where one value repeats to fill the shape: 10 elements
+        # of a 1000-byte value are 10 KB, not 10 string records.
+        req = predict_req("half_plus_two", None)
+        t = req.inputs["x"]
+        t.dtype = 7
+        t.tensor_shape.dim.add().size = 10
+        t.string_val.append(b"s" * 1000)
+        expect_error(lambda: predict(s, req), grpc.StatusCode.INVALID_ARGUMENT,
+                     "strings counted", "a broadcast string over --max_tensor_bytes=4096")
         r = predict(s, predict_req("half_plus_two", [1.0, 2.0, 5.0]))
         check(close(list(r.outputs["y"].float_val), [2.5, 3.0, 4.5]),
               "served after the refusal")
