@@ -20,7 +20,7 @@ JOBS=${JOBS:-2}
 BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
 DRIVERS=(fuzz_bundle_index fuzz_example fuzz_inflate fuzz_predict_json fuzz_predict_request
-  fuzz_saved_model fuzz_textformat fuzz_train_config)
+  fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_warmup)
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang not found (scripts/setup.sh installs it)" >&2
