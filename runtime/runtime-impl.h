@@ -463,6 +463,10 @@ enum tfs_code tfs__attr_list(const tfs_node *n, const char *name, enum tfs_attr_
                              const tfs_attr_list **out, tfs_status *st);
 
 /* Sets st to `code` with "node 'NAME' (OP): <message>". Returns code. */
+/* The value of a dead output (the untaken side of a Switch): one shared sentinel that is never
+ * freed. Only Merge's kernel ever sees it as an input; a fetch of it is an error. */
+tfs_tensor *tfs__dead_tensor(void);
+
 /* PERMISSION_DENIED naming n when the thread's runs may not read files their inputs name
  * (tfs_session_set_thread_file_ops); the kernels of such ops call it first. */
 enum tfs_code tfs__run_check_file_ops(const tfs_node *n, tfs_status *st);

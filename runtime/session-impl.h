@@ -67,6 +67,7 @@ typedef struct run_state {
     tfs_tensor **out;         /* [max_out] kernel outputs */
     tfs_tensor **alt;         /* [n_slots] a slot's value copied to the other side (host or
                                * device) of a placed plan, or NULL (session-gpu.c) */
+    char        *dead;        /* [n_nodes] nodes a run of a plan with Switch left dead */
     struct run_state *next;   /* pool link */
 } run_state;
 
@@ -82,6 +83,7 @@ struct run_plan {
     int      *uses;         /* [n_slots] consumers in the plan + fetches reading the slot */
     /* Set by plan_prepare for plans that run (not for tfs_session_check's). */
     bool      prepared;
+    bool      dead_flow;    /* runs a Switch: dead values may flow (run_node) */
     int      *feed_dtype;   /* [n_feeds] the dtype a fed Placeholder demands, or -1 */
     int      *out_base;     /* [n_order] the run's number of each step's output 0 (memplan) */
     tfs_mem_cache  *mem;    /* memory plans; NULL when buffer reuse is off */

@@ -31,6 +31,7 @@
  */
 #include "runtime/session-impl.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -603,6 +604,7 @@ static enum tfs_code plan_prepare(const tfs_session *s, run_plan *p, tfs_status 
     for (int k = 0; k < p->n_order; k++) {
         p->out_base[k] = outs;
         outs += s->slot_count[p->order[k]];
+        p->dead_flow = p->dead_flow || g->nodes[p->order[k]].op == &tfs__ops[TFS_OP_SWITCH];
     }
     if (pthread_mutex_init(&p->pool_mu, NULL) != 0)
         return TFS_ERR(st, TFS_INTERNAL, "cannot create a mutex");
@@ -611,7 +613,7 @@ static enum tfs_code plan_prepare(const tfs_session *s, run_plan *p, tfs_status 
     enum tfs_code rc = TFS_OK;
     if (s->reuse)
         rc = tfs__mem_cache_new(outs, s->mem_plans, s->stats, &p->mem, st);
-    if (rc == TFS_OK && s->gpu)
+    if (rc == TFS_OK && s->gpu && !p->dead_flow)   /* the GPU executor has no dead values */
         rc = tfs__plan_place(s, p, st);
     return rc;
 }
@@ -717,9 +719,10 @@ run_state *tfs__run_state_get(const tfs_session *s, run_plan *p)
     size_t ns = (size_t)s->n_slots + 1, ni = (size_t)s->max_in + 1, no = (size_t)s->max_out + 1;
     size_t head = (sizeof *r + 15) & ~(size_t)15;
     size_t ptrs = (2 * ns + 2 * ni + no) * sizeof(tfs_tensor *);
-    r = tfs_calloc(1, head + ptrs + ns * sizeof(int));
+    r = tfs_calloc(1, head + ptrs + ns * sizeof(int) + (size_t)s->graph->n_nodes + 1);
     if (!r)
         return NULL;
+    r->dead = (char *)r + head + ptrs + ns * sizeof(int);
     tfs_tensor **t = (tfs_tensor **)((char *)r + head);
     r->vals = t;
     r->in = t + ns;
@@ -787,6 +790,41 @@ tfs_tensor *tfs__kernel_take_input(tfs_kernel_ctx *k, int i, enum tfs_dtype dt, 
 
 /* Runs the node at step `step`: gathers (and dereferences) inputs, calls the kernel, stores the
  * outputs. */
+static tfs_tensor dead_value = {.dtype = TFS_DTYPE_INVALID, .refs = INT_MAX / 2};
+
+tfs_tensor *tfs__dead_tensor(void)
+{
+    return &dead_value;
+}
+
+/* TensorFlow's dead values, for plans that run a Switch: a node with a dead data input or a dead
+ * control input does not run, and its outputs are dead too -- except Merge, which runs when any
+ * input is live. True when node id was skipped (its outputs set dead, its inputs released). */
+static bool skip_dead(const tfs_session *s, const run_plan *p, run_state *r, int id)
+{
+    const tfs_node *n = &s->graph->nodes[id];
+    bool merge = n->op == &tfs__ops[TFS_OP_MERGE], dead = false, live = false;
+    for (int i = 0; i < n->n_ctrl && !dead; i++)
+        dead = r->dead[n->ctrl[i]];
+    for (int i = 0; i < n->n_inputs; i++) {
+        bool d = r->vals[edge_slot(s, n->inputs[i])] == &dead_value;
+        live = live || !d;
+        dead = dead || (d && !merge);
+    }
+    dead = dead || (merge && !live);
+    r->dead[id] = dead;
+    if (!dead)
+        return false;
+    for (int j = 0; j < s->slot_count[id]; j++) {
+        int slot = s->slot_base[id] + j;
+        if (p->feed_of[slot] < 0 && r->remaining[slot] > 0)
+            r->vals[slot] = tfs_tensor_ref(&dead_value);
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+        slot_release(r, edge_slot(s, n->inputs[i]));
+    return true;
+}
+
 static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, int step,
                               tfs_mem_run *mem, tfs_status *st)
 {
@@ -795,6 +833,8 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     bool keep_refs = n->op->flags & TFS_OPF_REF_INPUTS;
     enum tfs_code rc = TFS_OK;
     int n_out = s->slot_count[id];
+    if (p->dead_flow && skip_dead(s, p, r, id))
+        return TFS_OK;
     for (int i = 0; i < n->n_inputs; i++) {
         tfs_tensor *t = r->vals[edge_slot(s, n->inputs[i])];
         if (!t) {
@@ -917,6 +957,8 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
     run_state r = *rp;
     tfs__mem_run_begin(&mem, p->mem, feeds, p->n_feeds);
     memcpy(r.remaining, p->uses, (size_t)s->n_slots * sizeof(int));
+    if (p->dead_flow)
+        memset(r.dead, 0, (size_t)s->graph->n_nodes);
     for (int i = 0; i < p->n_feeds; i++)
         if (r.remaining[p->feed_slot[i]] > 0)
             r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
@@ -934,6 +976,11 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
         tfs_tensor *t = r.vals[slot];
         if (!t) {
             rc = TFS_ERR(st, TFS_INTERNAL, "fetch %d has no value", i);
+            goto done;
+        }
+        if (t == &dead_value) {
+            rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "fetch %d is on the branch of a conditional "
+                         "(Switch) that was not taken: it has no value", i);
             goto done;
         }
         if (is_ref_dtype(t->dtype)) {

@@ -225,3 +225,40 @@ enum tfs_code tfs__k_if(tfs_kernel_ctx *k, tfs_status *st)
         return rc;
     return check_types(n, "Tout", false, k->out, k->n_out, "result", st);
 }
+
+/* ---- TF1 conditionals: Switch and Merge ------------------------------------------------------ */
+
+/* Switch: data to output_true when pred, else to output_false; the other output is dead. */
+enum tfs_code tfs__k_switch(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    const tfs_tensor *p = k->in[1];
+    if (p->dtype != TFS_DTYPE_BOOL || p->rank != 0)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "The second input must be a scalar "
+                             "bool, but it has shape %s and dtype %s",
+                             tfs_shape_str(p->rank, p->dims, (char[64]){0}, 64),
+                             tfs_dtype_name(p->dtype));
+    bool pred = *(const uint8_t *)p->data != 0;
+    k->out[pred ? 1 : 0] = tfs_tensor_ref(k->in[0]);
+    k->out[pred ? 0 : 1] = tfs_tensor_ref(tfs__dead_tensor());
+    return TFS_OK;
+}
+
+/* Merge: the first live input and its index. The executor runs it once any input is live. */
+enum tfs_code tfs__k_merge(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    for (int i = 0; i < k->n_in; i++) {
+        if (k->in[i] == tfs__dead_tensor())
+            continue;
+        tfs_tensor *index;
+        enum tfs_code rc = tfs_tensor_new_scalar(TFS_DTYPE_INT32, &index, st);
+        if (rc != TFS_OK)
+            return rc;
+        *(int32_t *)index->data = i;
+        k->out[0] = tfs_tensor_ref(k->in[i]);
+        k->out[1] = index;
+        return TFS_OK;
+    }
+    return tfs__node_err(n, st, TFS_INTERNAL, "every input is dead");
+}

@@ -548,6 +548,79 @@ START_TEST(test_control_while_stops_at_deadline)
 }
 END_TEST
 
+/* ---- TF1 conditionals: Switch / Merge ------------------------------------------------------- */
+
+/* What tf.cond(pred, lambda: x * 10, lambda: x + 20) builds in a TF1 graph: a Switch per input,
+ * Identity "pivots" on each side, branch constants that hang on the pivots by control edges, and
+ * a Merge of the two results. */
+static tfs_session *cond_session(void)
+{
+    tfs_graph *g = new_graph();
+    rt_placeholder(g, "x", TFS_DTYPE_FLOAT);
+    rt_placeholder(g, "pred", TFS_DTYPE_BOOL);
+    rt_node(g, "sw", "Switch", "x", "pred", TFS_DTYPE_FLOAT);
+    rt_node(g, "pred_sw", "Switch", "pred", "pred", TFS_DTYPE_BOOL);
+    rt_node(g, "pivot_t", "Identity", "pred_sw:1", NULL, TFS_DTYPE_BOOL);
+    rt_node(g, "pivot_f", "Identity", "pred_sw:0", NULL, TFS_DTYPE_BOOL);
+    int ten = rt_const(g, "ten", rt_scalar_f32(10));
+    tfs_graph_add_input(g, ten, "^pivot_t");
+    int twenty = rt_const(g, "twenty", rt_scalar_f32(20));
+    tfs_graph_add_input(g, twenty, "^pivot_f");
+    rt_node(g, "then", "Mul", "sw:1", "ten", TFS_DTYPE_FLOAT);
+    rt_node(g, "else", "AddV2", "sw:0", "twenty", TFS_DTYPE_FLOAT);
+    int m = rt_node(g, "merge", "Merge", "else", "then", TFS_DTYPE_FLOAT);
+    tfs_graph_set_attr_int(g, m, "N", 2);
+    /* A constant-only branch result: live only through its pivot's control edge. */
+    int seven = rt_const(g, "seven", rt_scalar_f32(7));
+    tfs_graph_add_input(g, seven, "^pivot_t");
+    int m2 = rt_node(g, "merge_const", "Merge", "twenty", "seven", TFS_DTYPE_FLOAT);
+    tfs_graph_set_attr_int(g, m2, "N", 2);
+    return rt_session(g, NULL);
+}
+
+START_TEST(test_control_switch_merge_cond)
+{
+    tfs_session *s = cond_session();
+    /* Both ways, twice each, so that a learned memory plan meets the other branch. */
+    for (int round = 0; round < 4; round++) {
+        bool pred = round % 2 == 0;
+        float x = 3.0f + (float)round;
+        tfs_tensor *tx = rt_scalar_f32(x);
+        tfs_tensor *tp = rt_tensor(TFS_DTYPE_BOOL, 0, NULL, (const uint8_t[]){pred});
+        tfs_feed feeds[] = {{"x", tx}, {"pred", tp}};
+        const char *fetch[] = {"merge:0", "merge:1", "merge_const:0"};
+        tfs_tensor *out[3];
+        tfs_status st;
+        ck_assert_msg(tfs_session_run(s, feeds, 2, fetch, 3, NULL, 0, out, &st) == TFS_OK, "%s",
+                      st.msg);
+        ck_assert_float_eq(*(const float *)out[0]->data, pred ? x * 10 : x + 20);
+        ck_assert_int_eq(scalar_i32(out[1]), pred ? 1 : 0);
+        ck_assert_float_eq(*(const float *)out[2]->data, pred ? 7 : 20);
+        for (int i = 0; i < 3; i++)
+            tfs_tensor_unref(out[i]);
+        /* The untaken side has no value: fetching it is an error, not garbage. */
+        tfs_tensor *o = NULL;
+        ck_assert_int_eq(rt_run1(s, feeds, 2, pred ? "else:0" : "then:0", &o, &st),
+                         TFS_INVALID_ARGUMENT);
+        rt_assert_err(st, TFS_INVALID_ARGUMENT, "not taken");
+        ck_assert_ptr_null(o);
+        ck_assert_int_eq(rt_run1(s, feeds, 2, pred ? "then:0" : "else:0", &o, &st), TFS_OK);
+        tfs_tensor_unref(o);
+        tfs_tensor_unref(tx);
+        tfs_tensor_unref(tp);
+    }
+    /* pred must be a scalar bool, as TensorFlow says. */
+    tfs_tensor *tx = rt_scalar_f32(1), *tp = rt_scalar_f32(1), *o = NULL;
+    tfs_feed feeds[] = {{"x", tx}, {"pred", tp}};
+    tfs_status st;
+    ck_assert_int_ne(rt_run1(s, feeds, 2, "merge:0", &o, &st), TFS_OK);
+    ck_assert_ptr_null(o);
+    tfs_tensor_unref(tx);
+    tfs_tensor_unref(tp);
+    tfs_session_free(s);
+}
+END_TEST
+
 /* A func attr naming no library function: check, missing_ops and run all say which. */
 START_TEST(test_control_unknown_function)
 {
@@ -754,6 +827,7 @@ Suite *suite_runtime_control(void)
     tcase_add_test(tc, test_control_while_reads_variable);
     tcase_add_test(tc, test_control_while_iteration_limit);
     tcase_add_test(tc, test_control_while_stops_at_deadline);
+    tcase_add_test(tc, test_control_switch_merge_cond);
     tcase_add_test(tc, test_control_unknown_function);
     tcase_add_test(tc, test_control_body_problems_reported_by_check);
     tcase_add_test(tc, test_control_recursion_and_body_errors);
