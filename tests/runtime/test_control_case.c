@@ -219,7 +219,8 @@ START_TEST(test_case_errors)
     rt_assert_err(st, TFS_INVALID_ARGUMENT, "branch_index must be an int32 scalar");
     ck_assert_int_eq(rt_run1(s, NULL, 0, "bad_tout:0", &out, &st), TFS_INVALID_ARGUMENT);
     rt_assert_err(st, TFS_INVALID_ARGUMENT, "node 'bad_tout'");
-    rt_assert_err(st, TFS_INVALID_ARGUMENT, "result 0 has dtype DT_FLOAT, but attr 'Tout' says DT_INT32");
+    rt_assert_err(st, TFS_INVALID_ARGUMENT,
+                  "result 0 has dtype DT_FLOAT, but attr 'Tout' says DT_INT32");
     ck_assert_ptr_null(out);
 
     const char *fetch = "unknown:0";

@@ -304,7 +304,8 @@ static const char CASE_MODEL[] =
     "     output_arg { name: 'y' type: DT_FLOAT } output_arg { name: 'j' type: DT_INT32 } }"
     "   " CONST_I32("m1", -1)
     "   node_def { name: 'three' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }"
-    "     attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 3 } } } }"
+    "     attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { }"
+    "                                          float_val: 3 } } } }"
     "   node_def { name: 'tri' op: 'Mul' input: 'x' input: 'three:output:0' " F32 " }"
     "   node_def { name: 'neg' op: 'Mul' input: 'k' input: 'm1:output:0' " I32 " }"
     "   ret { key: 'y' value: 'tri:z:0' } ret { key: 'j' value: 'neg:z:0' } }"
