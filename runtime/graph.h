@@ -14,10 +14,11 @@
  * immutable and may be shared between threads; the last tfs_graph_unref frees it.
  * Attribute setters copy what they are given (tensors: keeps a reference).
  *
- * Function library. Functional control flow (While, StatelessWhile, If, StatelessIf) names its
- * bodies in func attrs ("cond", "body", "then_branch", "else_branch"); those bodies cannot be
- * inlined, so a graph carries a library of functions, each a finalized graph of its own with named
- * argument nodes and result tensors (tfs_graph_add_function). As in a GraphDef's
+ * Function library. Functional control flow (While, StatelessWhile, If, StatelessIf, Case,
+ * StatelessCase) names its bodies in func attrs ("cond", "body", "then_branch", "else_branch") or
+ * a list(func) attr (Case's "branches"); those bodies cannot be inlined, so a graph carries a
+ * library of functions, each a finalized graph of its own with named argument nodes and result
+ * tensors (tfs_graph_add_function). As in a GraphDef's
  * FunctionDefLibrary the library is flat: a func attr anywhere -- in the graph or inside a function
  * body -- names a function of the top-level graph's library, and bodies have no library of their
  * own. Sessions prepare every function once (session.h) and control-flow kernels run them.

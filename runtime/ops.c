@@ -52,6 +52,11 @@ int tfs__nout_list_dtypes(const tfs_node *n)
     return type_list_len(n, "dtypes");
 }
 
+int tfs__nout_list_output_types(const tfs_node *n)
+{
+    return type_list_len(n, "output_types");
+}
+
 /* ---- attributes ----------------------------------------------------------------------------- */
 
 const tfs_attr_value *tfs__attr(const tfs_node *n, const char *name)

@@ -9,7 +9,8 @@
  * dtype base+100) carry a tfs_variable*; the session replaces them by the variable's value before a
  * kernel sees them unless the op has TFS_OPF_REF_INPUTS (Assign). DT_RESOURCE handles
  * (VarHandleOp) pass through every op untouched; ReadVariableOp and friends dereference them.
- * Scalar DT_VARIANT tensors hold TensorLists (kernels/tensorlist.c). Ops with TFS_OPF_FUNCTIONS
+ * Scalar DT_VARIANT tensors hold TensorLists (kernels/tensorlist.c) and optionals
+ * (kernels/optional.c). Ops with TFS_OPF_FUNCTIONS
  * run library functions named by their func attrs through tfs__session_call (kernels/control.c).
  */
 #ifndef TFS_RUNTIME_RUNTIME_IMPL_H
@@ -211,6 +212,7 @@ const struct tfs_op_def *tfs__op_lookup(const char *op_type);   /* NULL when unk
 int tfs__nout_zero(const tfs_node *n);
 int tfs__nout_list_T(const tfs_node *n);        /* IdentityN: len(attr T) */
 int tfs__nout_list_dtypes(const tfs_node *n);   /* RestoreV2: len(attr dtypes) */
+int tfs__nout_list_output_types(const tfs_node *n);   /* OptionalGetValue: len(output_types) */
 int tfs__nout_parse_example(const tfs_node *n);    /* 3*Nsparse + Ndense */
 int tfs__nout_parse_example_v2(const tfs_node *n); /* 3*num_sparse + len(Tdense) + 2*len(ragged_value_types) */
 
@@ -328,6 +330,12 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
 /* control flow and TensorLists (helper control): kernels/control.c, kernels/tensorlist.c */
 int tfs__nout_list_Tout(const tfs_node *n);     /* If: len(attr Tout) */
 int tfs__nout_two(const tfs_node *n);           /* TensorListPopBack: 2 */
+/* A new scalar DT_VARIANT tensor holding obj (kernels/tensorlist.c): the tensor takes ownership
+ * of obj, and dealloc(obj, NULL) runs when its last reference goes, also here when out of memory
+ * (then NULL). obj must start with a uint32_t magic number naming its kind (the TensorList and
+ * optional kernels check it before use). Only kernels make variant tensors: tfs_tensor_new
+ * refuses the dtype, and nbytes 0 keeps anything copying tensor bytes from forging one. */
+tfs_tensor *tfs__variant_tensor_new(void *obj, tfs_tensor_dealloc dealloc);
 /* Resolves a func attr's value to a prepared library function (index for tfs__session_call);
  * NOT_FOUND naming the function when the library lacks it. */
 enum tfs_code tfs__session_function(const tfs_session *s, const char *name, int *fn,

@@ -392,18 +392,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The prepared library function that attr `a` of node n (which calls functions) names: NOT_FOUND
- * when the library has none of that name, or the error that preparing the function met. */
-static enum tfs_code called_function(const tfs_session *s, const tfs_node *n,
-                                     const tfs_attr_value *a, const prepared_fn **out,
-                                     tfs_status *st)
+/* The prepared library function `fname` that a func attr of node n (which calls functions) names:
+ * NOT_FOUND when the library has none of that name, or the error that preparing the function
+ * met. */
+static enum tfs_code called_function(const tfs_session *s, const tfs_node *n, const char *fname,
+                                     const prepared_fn **out, tfs_status *st)
 {
     tfs_session *top = s->top;
-    int i = tfs__graph_function_index(top->graph, a->func);
+    int i = tfs__graph_function_index(top->graph, fname);
     *out = NULL;
     if (i < 0 || !top->fns)
         return TFS_ERR(st, TFS_NOT_FOUND, "node '%s' (%s): function '%s' is not in the graph's "
-                       "function library", n->name, n->op_type, a->func);
+                       "function library", n->name, n->op_type, fname ? fname : "");
     prepare_function(top, i);   /* a no-op once tfs_session_new has returned */
     const prepared_fn *pf = &top->fns[i];
     if (pf->err.code != TFS_OK) {
@@ -426,15 +426,21 @@ static enum tfs_code function_kernels(const tfs_session *s, const char *needed, 
         if (!needed[id] || !n->op || !(n->op->flags & TFS_OPF_FUNCTIONS))
             continue;
         for (int a = 0; a < n->n_attrs; a++) {
-            const prepared_fn *pf;
-            if (n->attrs[a].kind != TFS_ATTR_FUNC)
+            /* a func attr (While, If) or a list of them (Case's branches) */
+            const tfs_attr_value *v = &n->attrs[a];
+            bool list = v->kind == TFS_ATTR_LIST && v->list.kind == TFS_ATTR_FUNC;
+            if (v->kind != TFS_ATTR_FUNC && !list)
                 continue;
-            enum tfs_code rc = called_function(s, n, &n->attrs[a], &pf, st);
-            if (rc != TFS_OK)
-                return rc;
-            for (int j = 0; j < pf->n_missing; j++, (*k)++)
-                if (types)
-                    types[*k] = pf->missing[j];
+            for (int f = 0; f < (list ? v->list.n : 1); f++) {
+                const prepared_fn *pf;
+                enum tfs_code rc = called_function(s, n, list ? v->list.func[f] : v->func, &pf,
+                                                   st);
+                if (rc != TFS_OK)
+                    return rc;
+                for (int j = 0; j < pf->n_missing; j++, (*k)++)
+                    if (types)
+                        types[*k] = pf->missing[j];
+            }
         }
     }
     return TFS_OK;

@@ -20,9 +20,10 @@
  * where no signature runs them. An op that neither describes imports as it is (it cannot run);
  * the loader fails the version, naming every such op, when anything it runs needs one.
  *
- * Functional control flow (While, StatelessWhile, If, StatelessIf) cannot be inlined: its bodies
- * run a data-dependent number of times. Such a node is imported as it is, and each function its
- * func attrs name (cond, body, then_branch, else_branch) becomes a function of the top-level
+ * Functional control flow (While, StatelessWhile, If, StatelessIf, Case, StatelessCase) cannot be
+ * inlined: its bodies run a data-dependent number of times. Such a node is imported as it is, and
+ * each function its func attrs name (cond, body, then_branch, else_branch, every function of
+ * Case's list(func) attr branches) becomes a function of the top-level
  * graph's library (runtime/graph.h), recursively, each once: function F becomes a graph of
  * Placeholders "F_input_<i>" (one per input arg, typed) feeding F's body inlined as a call named
  * F, so its results are "F:<i>"; calls and control flow inside F are handled as anywhere else.
@@ -328,12 +329,30 @@ static enum tfs_code import_function(importer *im, const char *node, const char 
 static bool is_control_flow(const char *op)
 {
     return !strcmp(op, "While") || !strcmp(op, "StatelessWhile") || !strcmp(op, "If") ||
-           !strcmp(op, "StatelessIf");
+           !strcmp(op, "StatelessIf") || !strcmp(op, "Case") || !strcmp(op, "StatelessCase");
 }
 
-/* A While's cond and body, and an If's branches, must take and return what the node passes and
- * expects: checked here so that such a version fails to load, naming the node, rather than at
- * each request. */
+/* The functions attr value v names: 1 for a func, the list's length for a list(func) (Case's
+ * branches), else 0; func_name gives the i-th name (NULL when the entry has none). */
+static size_t func_count(const Tensorflow__AttrValue *v)
+{
+    if (v && v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_FUNC && v->func)
+        return 1;
+    if (v && v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_LIST && v->list)
+        return v->list->n_func;
+    return 0;
+}
+
+static const char *func_name(const Tensorflow__AttrValue *v, size_t i)
+{
+    const Tensorflow__NameAttrList *f =
+        v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_FUNC ? v->func : v->list->func[i];
+    return f ? f->name : NULL;
+}
+
+/* A While's cond and body, and an If's or a Case's branches, must take and return what the node
+ * passes and expects: checked here so that such a version fails to load, naming the node, rather
+ * than at each request. */
 static enum tfs_code check_arity(const importer *im, const char *name,
                                  const Tensorflow__NodeDef *nd, int n_data, tfs_status *st)
 {
@@ -341,24 +360,30 @@ static enum tfs_code check_arity(const importer *im, const char *name,
     const Tensorflow__AttrValue *tout = node_attr(nd, "Tout");
     for (size_t i = 0; i < nd->n_attr; i++) {
         const Tensorflow__AttrValue *v = nd->attr[i]->value;
-        if (!v || v->value_case != TENSORFLOW__ATTR_VALUE__VALUE_FUNC || !v->func)
-            continue;
-        const Tensorflow__FunctionDef *f = find_function(im, v->func->name);
-        if (!f || !f->signature)
-            continue;
-        const char *role = nd->attr[i]->key;
-        long want_in = loop ? n_data : n_data - 1, want_out = -1;
-        if (loop)
-            want_out = !strcmp(role, "cond") ? 1 : n_data;
-        else if (tout && tout->value_case == TENSORFLOW__ATTR_VALUE__VALUE_LIST && tout->list)
-            want_out = (long)tout->list->n_type;
-        if ((long)f->signature->n_input_arg != want_in ||
-            (want_out >= 0 && (long)f->signature->n_output_arg != want_out))
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s' (%s): its %s function '%s' takes "
-                           "%zu inputs and returns %zu results, but the node passes %ld and "
-                           "expects %ld", name, nd->op, role, v->func->name,
-                           f->signature->n_input_arg, f->signature->n_output_arg, want_in,
-                           want_out);
+        size_t n_funcs = func_count(v);
+        for (size_t j = 0; j < n_funcs; j++) {
+            const char *fname = func_name(v, j);
+            const Tensorflow__FunctionDef *f = find_function(im, fname);
+            if (!f || !f->signature)
+                continue;   /* import_function names what is missing */
+            char role[300];
+            if (v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_LIST)
+                snprintf(role, sizeof role, "%s[%zu]", nd->attr[i]->key, j);
+            else
+                snprintf(role, sizeof role, "%s", nd->attr[i]->key);
+            long want_in = loop ? n_data : n_data - 1, want_out = -1;
+            if (loop)
+                want_out = !strcmp(role, "cond") ? 1 : n_data;
+            else if (tout && tout->value_case == TENSORFLOW__ATTR_VALUE__VALUE_LIST && tout->list)
+                want_out = (long)tout->list->n_type;
+            if ((long)f->signature->n_input_arg != want_in ||
+                (want_out >= 0 && (long)f->signature->n_output_arg != want_out))
+                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s' (%s): its %s function '%s' "
+                               "takes %zu inputs and returns %zu results, but the node passes %ld "
+                               "and expects %ld", name, nd->op, role, fname,
+                               f->signature->n_input_arg, f->signature->n_output_arg, want_in,
+                               want_out);
+        }
     }
     return TFS_OK;
 }
@@ -393,9 +418,9 @@ static enum tfs_code emit(importer *im, const char *name, const Tensorflow__Node
         return st ? st->code : TFS_INVALID_ARGUMENT;
     for (size_t i = 0; is_control_flow(nd->op) && i < nd->n_attr; i++) {
         const Tensorflow__AttrValue *v = nd->attr[i]->value;
-        if (v && v->value_case == TENSORFLOW__ATTR_VALUE__VALUE_FUNC && v->func &&
-            import_function(im, name, v->func->name, depth + 1, st) != TFS_OK)
-            return st ? st->code : TFS_INVALID_ARGUMENT;
+        for (size_t j = 0; j < func_count(v); j++)
+            if (import_function(im, name, func_name(v, j), depth + 1, st) != TFS_OK)
+                return st ? st->code : TFS_INVALID_ARGUMENT;
     }
     return TFS_OK;
 }

@@ -1,6 +1,8 @@
-/* CPU kernels of functional control flow: While and StatelessWhile, If and StatelessIf.
+/* CPU kernels of functional control flow: While and StatelessWhile, If and StatelessIf, Case and
+ * StatelessCase.
  *
- * DESIGN. These ops name their bodies in func attrs (cond/body, then_branch/else_branch); the
+ * DESIGN. These ops name their bodies in func attrs (cond/body, then_branch/else_branch, and
+ * Case's list(func) attr branches); the
  * bodies are functions of the graph's library (graph.h), prepared once per session by
  * tfs_session_new (session.c) into a child session plus a cached plan. A kernel here resolves the
  * names (a short scan of the library, once per execution of the node, not per iteration), checks
@@ -13,6 +15,7 @@
  * exhausting the stack). parallel_iterations and output_shapes are accepted and not needed.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/runtime-impl.h"
@@ -66,6 +69,16 @@ static enum tfs_code to_bool(const tfs_node *n, const tfs_tensor *t, const char 
     return TFS_OK;
 }
 
+/* The library function `fname`, named by func attr `attr` of the node. */
+static enum tfs_code resolve(const tfs_kernel_ctx *k, const char *attr, const char *fname,
+                             int *fn, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    if (tfs__session_function(k->sess, fname, fn, st) != TFS_OK)
+        return tfs_status_prefix(st, "node '%s' (%s): attr '%s'", n->name, n->op_type, attr);
+    return TFS_OK;
+}
+
 /* The library function named by func attr `attr` of the node. */
 static enum tfs_code func_attr(const tfs_kernel_ctx *k, const char *attr, int *fn,
                                const char **name, tfs_status *st)
@@ -75,9 +88,7 @@ static enum tfs_code func_attr(const tfs_kernel_ctx *k, const char *attr, int *f
     if (!v || v->kind != TFS_ATTR_FUNC)
         return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "missing func attr '%s'", attr);
     *name = v->func;
-    if (tfs__session_function(k->sess, v->func, fn, st) != TFS_OK)
-        return tfs_status_prefix(st, "node '%s' (%s): attr '%s'", n->name, n->op_type, attr);
-    return TFS_OK;
+    return resolve(k, attr, v->func, fn, st);
 }
 
 /* Checks count and dtypes of v[] against list(type) attr `attr`; an absent attr checks nothing
@@ -261,4 +272,37 @@ enum tfs_code tfs__k_merge(tfs_kernel_ctx *k, tfs_status *st)
         return TFS_OK;
     }
     return tfs__node_err(n, st, TFS_INTERNAL, "every input is dead");
+}
+
+/* Case / StatelessCase: outputs = branches[b](inputs[1:]) where b = branch_index, or the last
+ * branch when b is out of range (negative too): TensorFlow's rule, which makes the last branch
+ * the default of a tf.switch_case. */
+enum tfs_code tfs__k_case(tfs_kernel_ctx *k, tfs_status *st)
+{
+    const tfs_node *n = k->node;
+    if (k->n_in < 1)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "needs a branch_index input");
+    const tfs_tensor *bi = k->in[0];
+    if (bi->dtype != TFS_DTYPE_INT32 || bi->rank != 0)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "branch_index must be an int32 scalar, "
+                             "got a %s tensor of rank %d", tfs_dtype_name(bi->dtype), bi->rank);
+    const tfs_attr_list *branches;
+    enum tfs_code rc = tfs__attr_list(n, "branches", TFS_ATTR_FUNC, &branches, st);
+    if (rc != TFS_OK)
+        return rc;
+    if (branches->n < 1)
+        return tfs__node_err(n, st, TFS_INVALID_ARGUMENT, "attr 'branches' lists no function");
+    int32_t b = *(const int32_t *)bi->data;
+    if (b < 0 || b >= branches->n)
+        b = branches->n - 1;
+    char role[48];
+    snprintf(role, sizeof role, "branches[%d]", (int)b);
+    int fn;
+    if ((rc = resolve(k, "branches", branches->func[b], &fn, st)) != TFS_OK ||
+        (rc = check_types(n, "Tin", true, k->in + 1, k->n_in - 1, "input", st)) != TFS_OK)
+        return rc;
+    if ((rc = call(k, fn, role, branches->func[b], -1, k->in + 1, k->n_in - 1, k->out, k->n_out,
+                   st)) != TFS_OK)
+        return rc;
+    return check_types(n, "Tout", false, k->out, k->n_out, "result", st);
 }

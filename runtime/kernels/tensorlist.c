@@ -7,8 +7,9 @@
  * element dtype, partial element shape, optional capacity, and an array of item tensors (NULL =
  * not set yet). tfs_dtype_size(DT_VARIANT) is 0, so such a tensor has nbytes 0 and nothing that
  * copies tensor bytes (tfs_tensor_copy, request encoders, batching) can duplicate or forge the
- * pointer: tfs_tensor_new and tfs_tensor_wrap refuse DT_VARIANT, so only this file makes them
- * (list_tensor below fills the header itself), and the tensor's deallocator drops the list. A
+ * pointer: tfs_tensor_new and tfs_tensor_wrap refuse DT_VARIANT, so only kernels make them
+ * (tfs__variant_tensor_new below fills the header itself, also for kernels/optional.c), and the
+ * tensor's deallocator drops the list. A
  * list is never changed once it is in a tensor: SetItem/PushBack/PopBack make a new list sharing
  * the item tensors (a copy of the pointer array, O(length) per update; items themselves are
  * immutable tensors and are shared, not copied). Element shapes follow TensorFlow: the
@@ -92,25 +93,29 @@ static tlist *tlist_copy(const tlist *src, int64_t n)
     return l;
 }
 
-/* Stores list l (its reference passes to the tensor) as a new scalar DT_VARIANT tensor. */
-static enum tfs_code list_tensor(const tfs_node *nd, tlist *l, tfs_tensor **out, tfs_status *st)
+tfs_tensor *tfs__variant_tensor_new(void *obj, tfs_tensor_dealloc dealloc)
 {
-    *out = NULL;
-    if (!l)
-        return tfs__node_err(nd, st, TFS_RESOURCE_EXHAUSTED, "out of memory building a TensorList");
     tfs_tensor *t = tfs_calloc(1, sizeof *t);
     if (!t) {
-        tlist_unref(l);
-        return tfs__node_err(nd, st, TFS_RESOURCE_EXHAUSTED, "out of memory building a TensorList");
+        dealloc(obj, NULL);
+        return NULL;
     }
     t->dtype = TFS_DTYPE_VARIANT;
     t->rank = 0;
     t->nelem = 1;
     t->nbytes = 0;   /* nelem * tfs_dtype_size(DT_VARIANT) */
-    t->data = l;
+    t->data = obj;
     atomic_init(&t->refs, 1);
-    t->dealloc = tlist_dealloc;
-    *out = t;
+    t->dealloc = dealloc;
+    return t;
+}
+
+/* Stores list l (its reference passes to the tensor) as a new scalar DT_VARIANT tensor. */
+static enum tfs_code list_tensor(const tfs_node *nd, tlist *l, tfs_tensor **out, tfs_status *st)
+{
+    *out = l ? tfs__variant_tensor_new(l, tlist_dealloc) : NULL;
+    if (!*out)
+        return tfs__node_err(nd, st, TFS_RESOURCE_EXHAUSTED, "out of memory building a TensorList");
     return TFS_OK;
 }
 

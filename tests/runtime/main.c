@@ -17,6 +17,7 @@ Suite *suite_runtime_nn_conv(void);
 Suite *suite_runtime_nn_pool_norm(void);
 Suite *suite_runtime_control(void);
 Suite *suite_runtime_control_list(void);
+Suite *suite_runtime_control_case(void);
 Suite *suite_runtime_math_binary(void);
 Suite *suite_runtime_math_unary(void);
 Suite *suite_runtime_math_nn(void);
@@ -83,6 +84,7 @@ int main(void)
     srunner_add_suite(sr, suite_runtime_nn_pool_norm());
     srunner_add_suite(sr, suite_runtime_control());
     srunner_add_suite(sr, suite_runtime_control_list());
+    srunner_add_suite(sr, suite_runtime_control_case());
     srunner_add_suite(sr, suite_runtime_math_binary());
     srunner_add_suite(sr, suite_runtime_math_unary());
     srunner_add_suite(sr, suite_runtime_math_nn());
