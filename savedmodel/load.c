@@ -465,15 +465,26 @@ static enum tfs_code check_signatures(tfs_savedmodel *m, op_set *missing, tfs_st
     return TFS_OK;
 }
 
-static enum tfs_code missing_ops_error(op_set *missing, tfs_status *st)
+/* "ops not supported by tfserve: A (node 'x'), B": each op with the first top-level node of
+ * that type, so that a user can find it (ops only inside functions name none). */
+static enum tfs_code missing_ops_error(const tfs_graph *g, op_set *missing, tfs_status *st)
 {
     char list[TFS_STATUS_MSG_MAX - 64] = "";
     size_t len = 0;
+    int n_nodes = tfs_graph_node_count(g);
     qsort(missing->names, (size_t)missing->n, sizeof *missing->names, cmp_str);
-    for (int i = 0; i < missing->n; i++)
+    for (int i = 0; i < missing->n; i++) {
+        int node = -1;
+        for (int j = 0; j < n_nodes && node < 0; j++)
+            if (!strcmp(tfs_graph_node_op(g, j), missing->names[i]))
+                node = j;
+        char where[160] = "";
+        if (node >= 0)
+            snprintf(where, sizeof where, " (node '%.120s')", tfs_graph_node_name(g, node));
         len += (size_t)snprintf(list + (len < sizeof list ? len : sizeof list),
-                                len < sizeof list ? sizeof list - len : 0, "%s%s", i ? ", " : "",
-                                missing->names[i]);
+                                len < sizeof list ? sizeof list - len : 0, "%s%s%s",
+                                i ? ", " : "", missing->names[i], where);
+    }
     return TFS_ERR(st, TFS_UNIMPLEMENTED, "ops not supported by tfserve: %s", list);
 }
 
@@ -597,7 +608,7 @@ enum tfs_code tfs_savedmodel_load(const char *dir, const tfs_savedmodel_opts *op
         goto fail;
     }
     if (missing.n > 0) {
-        missing_ops_error(&missing, st);
+        missing_ops_error(m->graph, &missing, st);
         tfs_status_prefix(st, "%s", dir);
         goto fail;
     }

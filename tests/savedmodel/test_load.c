@@ -339,7 +339,8 @@ static void expect_load_error(void (*edit)(Tensorflow__MetaGraphDef *), enum tfs
 
 START_TEST(test_load_unknown_op_fails)
 {
-    expect_load_error(rename_mul_op, TFS_UNIMPLEMENTED, "FancyMul", "not supported by tfserve");
+    expect_load_error(rename_mul_op, TFS_UNIMPLEMENTED, "not supported by tfserve",
+                      "FancyMul (node 'mul')");
 }
 END_TEST
 
