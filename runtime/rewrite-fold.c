@@ -23,7 +23,9 @@
  * its consumers read its input directly and inherit its control inputs, and a control edge from
  * it becomes one from its input's producer.
  * NoOps are bypassed the same way (their control inputs move to the nodes that waited for them).
- * An Identity reading a VariableV2 stays: it is the read that dereferences the variable.
+ * An Identity reading a VariableV2 stays: it is the read that dereferences the variable. One
+ * reading a Switch stays too: it is a TF1 cond branch's pivot, and the branch's nodes hang on it
+ * by control edges that must carry its deadness.
  */
 #include <stdio.h>
 #include <string.h>
@@ -535,8 +537,12 @@ enum tfs_code tfs__rw_remove_identities(tfs_rw_graph *rw, tfs_status *st)
         bool n_ary = !strcmp(n->op, "IdentityN") && n->n_in >= 1 && n->n_out == n->n_in;
         if ((tfs__rw_is_identity_op(n->op) && n->n_in == 1) || n_ary) {
             removable[id] = 1;
+            /* A VariableV2's reader dereferences it; an Identity after a Switch is a cond
+             * branch's pivot, whose control edges carry the branch's deadness (a Switch's own
+             * would not). */
             for (int i = 0; i < n->n_in; i++)
-                if (!strcmp(rw->nodes[n->in[i].node].op, "VariableV2"))
+                if (!strcmp(rw->nodes[n->in[i].node].op, "VariableV2") ||
+                    !strcmp(rw->nodes[n->in[i].node].op, "Switch"))
                     removable[id] = 0;
         } else if (!strcmp(n->op, "NoOp") && n->n_in == 0) {
             removable[id] = 1;

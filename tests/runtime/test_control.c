@@ -553,7 +553,7 @@ END_TEST
 /* What tf.cond(pred, lambda: x * 10, lambda: x + 20) builds in a TF1 graph: a Switch per input,
  * Identity "pivots" on each side, branch constants that hang on the pivots by control edges, and
  * a Merge of the two results. */
-static tfs_session *cond_session(void)
+static tfs_graph *cond_graph(void)
 {
     tfs_graph *g = new_graph();
     rt_placeholder(g, "x", TFS_DTYPE_FLOAT);
@@ -575,7 +575,12 @@ static tfs_session *cond_session(void)
     tfs_graph_add_input(g, seven, "^pivot_t");
     int m2 = rt_node(g, "merge_const", "Merge", "twenty", "seven", TFS_DTYPE_FLOAT);
     tfs_graph_set_attr_int(g, m2, "N", 2);
-    return rt_session(g, NULL);
+    return g;
+}
+
+static tfs_session *cond_session(void)
+{
+    return rt_session(cond_graph(), NULL);
 }
 
 START_TEST(test_control_switch_merge_cond)
@@ -618,6 +623,45 @@ START_TEST(test_control_switch_merge_cond)
     tfs_tensor_unref(tx);
     tfs_tensor_unref(tp);
     tfs_session_free(s);
+}
+END_TEST
+
+/* The serving rewrites keep a cond's meaning: the pivots stay (Identity removal would hand their
+ * control edges to the Switch, which is live on both sides), and both branches answer as before. */
+START_TEST(test_control_switch_merge_rewritten)
+{
+    tfs_graph *g = cond_graph();
+    tfs_status st;
+    ck_assert_msg(tfs_graph_finalize(g, &st) == TFS_OK, "%s", st.msg);
+    tfs_session *values = NULL;
+    ck_assert_int_eq(tfs_session_new(g, NULL, &values, &st), TFS_OK);
+    const char *feeds[] = {"x:0", "pred:0"}, *fetches[] = {"merge:0", "merge:1", "merge_const:0"};
+    tfs_rewrite_run run = {.n_feeds = 2, .feeds = feeds, .n_fetches = 3, .fetches = fetches};
+    tfs_rewrite_opts o = tfs_rewrite_opts_default();
+    tfs_rewrite_stats stats;
+    tfs_graph *rg = NULL;
+    ck_assert_msg(tfs_graph_rewrite(g, values, &run, 1, &o, &rg, &stats, &st) == TFS_OK, "%s",
+                  st.msg);
+    ck_assert_ptr_nonnull(rg);
+    ck_assert_int_ge(tfs_graph_find_node(rg, "pivot_t"), 0);
+    tfs_session *s = rt_session(rg, NULL);
+    for (int pred = 0; pred <= 1; pred++) {
+        tfs_tensor *tx = rt_scalar_f32(2), *out[3];
+        tfs_tensor *tp = rt_tensor(TFS_DTYPE_BOOL, 0, NULL, (const uint8_t[]){(uint8_t)pred});
+        tfs_feed fd[] = {{"x", tx}, {"pred", tp}};
+        ck_assert_msg(tfs_session_run(s, fd, 2, fetches, 3, NULL, 0, out, &st) == TFS_OK, "%s",
+                      st.msg);
+        ck_assert_float_eq(*(const float *)out[0]->data, pred ? 20 : 22);
+        ck_assert_int_eq(scalar_i32(out[1]), pred);
+        ck_assert_float_eq(*(const float *)out[2]->data, pred ? 7 : 20);
+        for (int i = 0; i < 3; i++)
+            tfs_tensor_unref(out[i]);
+        tfs_tensor_unref(tx);
+        tfs_tensor_unref(tp);
+    }
+    tfs_session_free(s);
+    tfs_session_free(values);
+    tfs_graph_unref(g);
 }
 END_TEST
 
@@ -828,6 +872,7 @@ Suite *suite_runtime_control(void)
     tcase_add_test(tc, test_control_while_iteration_limit);
     tcase_add_test(tc, test_control_while_stops_at_deadline);
     tcase_add_test(tc, test_control_switch_merge_cond);
+    tcase_add_test(tc, test_control_switch_merge_rewritten);
     tcase_add_test(tc, test_control_unknown_function);
     tcase_add_test(tc, test_control_body_problems_reported_by_check);
     tcase_add_test(tc, test_control_recursion_and_body_errors);
