@@ -331,6 +331,7 @@ int main(int argc, char **argv)
     go.num_cq_threads = (int)f.grpc_num_threads;
     go.channel_args = f.grpc_channel_arguments;
     go.health = health;
+    go.ssl_config_file = f.ssl_config_file;
     /* TF Serving sizes a thread pool with it; ours is --grpc_num_threads threads on one queue. */
     TFS_LOG_INFO(LOG_MODULE, "--grpc_max_threads=%lld accepted; serving gRPC with %d threads "
                  "(--grpc_num_threads)%s%s", (long long)f.grpc_max_threads, go.num_cq_threads,

@@ -43,6 +43,7 @@ typedef struct tfs_server_flags {
     int64_t            grpc_num_threads;       /* ours: threads on the gRPC queue, default 2 */
     int64_t            grpc_max_threads;       /* TF Serving's; accepted, logged; default 4xCPUs */
     char              *grpc_channel_arguments; /* "key=value,..." for the gRPC server, default "" */
+    char              *ssl_config_file;        /* SSLConfig text: gRPC over TLS; default "" */
     int64_t            tensorflow_intra_op_parallelism;   /* pool threads; 0 = CPUs (default) */
     char              *device;                 /* auto (default), cpu, gpu, gpu:N */
     char              *per_process_gpu_memory_fraction;   /* "0".."1"; "0" = default (0.5) */
