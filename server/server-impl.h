@@ -459,6 +459,10 @@ enum tfs_code tfs__json_encode_regress(const tfs__regress_result *res, tfs__buf 
 
 /* ---- TLS material (tls.c) ------------------------------------------------------------------- */
 
+/* Reads a whole PEM file (at most 1 MiB) as a NUL-terminated string the caller frees with
+ * tfs_free. NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT "could not open 'PATH': why". */
+enum tfs_code tfs__tls_read_file(const char *path, char **out, tfs_status *st);
+
 /* A server's key, certificate (chain) and optional CA certificates as PEM text, with the names
  * errors give them (a config field or a flag). */
 typedef struct tfs__tls_pems {
