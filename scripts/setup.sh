@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential cmake pkg-config git curl ca-certificates
+  build-essential cmake pkg-config git curl ca-certificates openssl libssl-dev
   libmicrohttpd-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler
   libgrpc-dev libopenblas-dev check libsubunit-dev libsnappy-dev
   python3-grpcio python3-protobuf python3-numpy

@@ -59,6 +59,14 @@ static const flag_def flags[] = {
     {"grpc_channel_arguments", FLAG_STRING, "", F(grpc_channel_arguments),
      "Comma-separated key=value gRPC channel arguments, e.g. "
      "grpc.max_receive_message_length=1000 (overrides the INT32_MAX message limit)"},
+    {"ssl_config_file", FLAG_STRING, "", F(ssl_config_file),
+     "SSLConfig text file (server_key, server_cert, custom_ca: PEM strings; client_verify): "
+     "serve gRPC over TLS"},
+    {"rest_api_ssl_cert_file", FLAG_STRING, "", F(rest_api_ssl_cert_file),
+     "PEM certificate (chain) file: with --rest_api_ssl_key_file, serve REST over HTTPS "
+     "(a tfserve flag)"},
+    {"rest_api_ssl_key_file", FLAG_STRING, "", F(rest_api_ssl_key_file),
+     "PEM private key file of --rest_api_ssl_cert_file (a tfserve flag)"},
     {"tensorflow_intra_op_parallelism", FLAG_INT, "0", F(tensorflow_intra_op_parallelism),
      "Number of threads to use to parallelize the execution of an individual op (one pool "
      "shared by all models); 0: the number of CPUs"},

@@ -132,4 +132,15 @@ enum tfs_code tfs__grpc_health_check(const tfs_health *h, const uint8_t *in, siz
 enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
                                       size_t *out_len, tfs_status *st);
 
+/* ---- TLS (tls.c) ---------------------------------------------------------------------------- */
+
+struct grpc_server_credentials;
+
+/* Reads --ssl_config_file (TF Serving's SSLConfig text: server_key, server_cert, custom_ca,
+ * client_verify), checks its PEM (tfs__tls_check) and makes the server credentials: custom_ca as
+ * the roots, and with client_verify every client must present a certificate signed by it.
+ * Errors name the file. The caller releases *out with grpc_server_credentials_release. */
+enum tfs_code tfs__grpc_ssl_credentials(const char *path, struct grpc_server_credentials **out,
+                                        tfs_status *st);
+
 #endif

@@ -494,7 +494,13 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
                                                        0);
     snprintf(addr, sizeof addr, "%s:%d", opts->bind_address ? opts->bind_address : "0.0.0.0",
              opts->port);
-    grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *cr = NULL;
+    if (opts->ssl_config_file && *opts->ssl_config_file) {
+        if ((code = tfs__grpc_ssl_credentials(opts->ssl_config_file, &cr, st)) != TFS_OK)
+            goto fail;
+    } else {
+        cr = grpc_insecure_server_credentials_create();
+    }
     g->port = grpc_server_add_http2_port(g->server, addr, cr);
     grpc_server_credentials_release(cr);
     if (g->port == 0) {

@@ -32,13 +32,17 @@ typedef struct tfs_grpc_opts {
     const char *channel_args;
     /* Borrowed; serves grpc.health.v1.Health/Check from it. NULL: that method is not served. */
     struct tfs_health *health;
+    /* TF Serving's --ssl_config_file: SSLConfig text whose key and certificate the port serves
+     * TLS with (tls.c). NULL or "": plaintext. */
+    const char *ssl_config_file;
 } tfs_grpc_opts;
 
 tfs_grpc_opts tfs_grpc_opts_default(void);
 
 /* Binds, registers the methods and starts the completion-queue threads. UNAVAILABLE "could not
  * bind gRPC to 0.0.0.0:8500" when the port cannot be opened; INVALID_ARGUMENT for bad options
- * (a channel argument without '=' is named in the message).
+ * (a channel argument without '=' is named in the message), and INVALID_ARGUMENT naming
+ * ssl_config_file when it cannot be read or its PEM is bad.
  * Keeps a pointer to the loader (which must outlive it). Caller owns *out. */
 enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc **out,
                              tfs_status *st);

@@ -102,6 +102,8 @@ struct tfs_rest {
     bool               watch_started;
     bool               stopping;      /* tfs_rest_stop waits for n_pending to reach 0 */
     pthread_t          watcher;
+    char              *tls_cert;      /* PEM text of the HTTPS files, or NULL: plain HTTP */
+    char              *tls_key;
 };
 
 /* libmicrohttpd's per-connection memory (request line, headers, read buffer). MHD zeroes all of
@@ -708,6 +710,35 @@ static enum tfs_code listen_on(const tfs_rest_opts *o, int *fd_out, int *port_ou
     return TFS_OK;
 }
 
+/* Reads and checks the HTTPS key and certificate into r (both or neither, as the flags). */
+static enum tfs_code read_tls(tfs_rest *r, const tfs_rest_opts *o, tfs_status *st)
+{
+    bool          cert = o->tls_cert_file && *o->tls_cert_file;
+    bool          key = o->tls_key_file && *o->tls_key_file;
+    enum tfs_code code;
+
+    if (!cert && !key)
+        return TFS_OK;
+    if (!cert || !key)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--rest_api_ssl_cert_file and "
+                       "--rest_api_ssl_key_file go together: %s is missing",
+                       cert ? "--rest_api_ssl_key_file" : "--rest_api_ssl_cert_file");
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+        return TFS_ERR(st, TFS_UNIMPLEMENTED, "this libmicrohttpd was built without TLS: REST "
+                       "cannot serve HTTPS");
+    if ((code = tfs__tls_read_file(o->tls_cert_file, &r->tls_cert, st)) != TFS_OK) {
+        tfs_status_prefix(st, "--rest_api_ssl_cert_file");
+        return code;
+    }
+    if ((code = tfs__tls_read_file(o->tls_key_file, &r->tls_key, st)) != TFS_OK) {
+        tfs_status_prefix(st, "--rest_api_ssl_key_file");
+        return code;
+    }
+    tfs__tls_pems pems = {.key = r->tls_key, .cert = r->tls_cert,
+                          .key_name = o->tls_key_file, .cert_name = o->tls_cert_file};
+    return tfs__tls_check(&pems, st);
+}
+
 enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest **out,
                              tfs_status *st)
 {
@@ -740,10 +771,22 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
         atomic_init(&r->in_flight[i].n, 0);
     atomic_init(&r->quiesced, false);
     r->opts.bind_address = NULL;   /* borrowed string; only needed for the bind below */
-    if ((code = listen_on(opts, &fd, &r->port, st)) != TFS_OK)
+    r->opts.tls_cert_file = r->opts.tls_key_file = NULL;   /* borrowed too; read just below */
+    if ((code = read_tls(r, opts, st)) != TFS_OK ||
+        (code = listen_on(opts, &fd, &r->port, st)) != TFS_OK)
         goto fail;
 
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    /* HTTPS when the files were given; an empty array leaves the daemon on plain HTTP. */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, r->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, r->tls_key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (r->tls_cert)
+        flags |= MHD_USE_TLS;
+    else
+        tls[0].option = MHD_OPTION_END;
     r->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, r,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, r,   /* first, so that it sees every message */
@@ -757,6 +800,7 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
          * a thousand idle connections then shut every new client out for good. */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opts->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)opts->max_connections,
+        MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
     if (!r->daemon) {
         code = TFS_ERR(st, TFS_INTERNAL, "libmicrohttpd could not start the REST API on port %d",
@@ -777,6 +821,8 @@ enum tfs_code tfs_rest_start(tfs_loader *l, const tfs_rest_opts *opts, tfs_rest 
 fail:
     if (fd >= 0)
         close(fd);
+    tfs_free(r->tls_cert);
+    tfs_free(r->tls_key);
     tfs_free(r);
     return code;
 }
@@ -831,5 +877,7 @@ void tfs_rest_stop(tfs_rest *r)
         close(r->quiesced_fd);
     pthread_cond_destroy(&r->watch_cv);
     pthread_mutex_destroy(&r->mu);
+    tfs_free(r->tls_cert);
+    tfs_free(r->tls_key);
     tfs_free(r);
 }

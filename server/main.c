@@ -331,6 +331,7 @@ int main(int argc, char **argv)
     go.num_cq_threads = (int)f.grpc_num_threads;
     go.channel_args = f.grpc_channel_arguments;
     go.health = health;
+    go.ssl_config_file = f.ssl_config_file;
     /* TF Serving sizes a thread pool with it; ours is --grpc_num_threads threads on one queue. */
     TFS_LOG_INFO(LOG_MODULE, "--grpc_max_threads=%lld accepted; serving gRPC with %d threads "
                  "(--grpc_num_threads)%s%s", (long long)f.grpc_max_threads, go.num_cq_threads,
@@ -352,17 +353,25 @@ int main(int argc, char **argv)
         ro.connection_timeout_s = (int)f.rest_connection_timeout_seconds;
         ro.max_connections = (int)f.rest_max_connections;
         ro.health = health;
+        ro.tls_cert_file = f.rest_api_ssl_cert_file;
+        ro.tls_key_file = f.rest_api_ssl_key_file;
         if (tfs_rest_start(loader, &ro, &rest, &st) != TFS_OK) {
             rc = start_error(&st);
             goto done;
         }
         TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...",
                      tfs_rest_port(rest));
+        if (*ro.tls_cert_file)
+            TFS_LOG_INFO(LOG_MODULE, "REST serves HTTPS only, with the certificate of %s",
+                         ro.tls_cert_file);
         if (tfs__metrics_path())
             TFS_LOG_INFO(LOG_MODULE, "Prometheus metrics at localhost:%d%s", tfs_rest_port(rest),
                          tfs__metrics_path());
     } else {
         TFS_LOG_INFO(LOG_MODULE, "REST is off: pass --rest_api_port to serve it");
+        if (*f.rest_api_ssl_cert_file || *f.rest_api_ssl_key_file)
+            TFS_LOG_WARN(LOG_MODULE, "--rest_api_ssl_cert_file/--rest_api_ssl_key_file have no "
+                         "effect without --rest_api_port");
         if (tfs__metrics_path())
             TFS_LOG_WARN(LOG_MODULE, "Prometheus metrics are served on the REST port, which is "
                          "off: no metrics endpoint");

@@ -457,4 +457,21 @@ enum tfs_code tfs__json_encode_classify(const tfs__classify_result *res, tfs__bu
 enum tfs_code tfs__json_encode_regress(const tfs__regress_result *res, tfs__buf *out,
                                        tfs_status *st);
 
+/* ---- TLS material (tls.c) ------------------------------------------------------------------- */
+
+/* Reads a whole PEM file (at most 1 MiB) as a NUL-terminated string the caller frees with
+ * tfs_free. NOT_FOUND / PERMISSION_DENIED / INVALID_ARGUMENT "could not open 'PATH': why". */
+enum tfs_code tfs__tls_read_file(const char *path, char **out, tfs_status *st);
+
+/* A server's key, certificate (chain) and optional CA certificates as PEM text, with the names
+ * errors give them (a config field or a flag). */
+typedef struct tfs__tls_pems {
+    const char *key, *cert, *ca;   /* borrowed; ca may be NULL or "" */
+    const char *key_name, *cert_name, *ca_name;
+} tfs__tls_pems;
+
+/* INVALID_ARGUMENT naming the part unless the key parses (and needs no passphrase), the
+ * certificate parses and matches the key, and ca (when given) holds at least one certificate. */
+enum tfs_code tfs__tls_check(const tfs__tls_pems *p, tfs_status *st);
+
 #endif

@@ -43,6 +43,9 @@ typedef struct tfs_server_flags {
     int64_t            grpc_num_threads;       /* ours: threads on the gRPC queue, default 2 */
     int64_t            grpc_max_threads;       /* TF Serving's; accepted, logged; default 4xCPUs */
     char              *grpc_channel_arguments; /* "key=value,..." for the gRPC server, default "" */
+    char              *ssl_config_file;        /* SSLConfig text: gRPC over TLS; default "" */
+    char              *rest_api_ssl_cert_file; /* ours: PEM; with the key, REST over HTTPS */
+    char              *rest_api_ssl_key_file;  /* ours: PEM, default "" */
     int64_t            tensorflow_intra_op_parallelism;   /* pool threads; 0 = CPUs (default) */
     char              *device;                 /* auto (default), cpu, gpu, gpu:N */
     char              *per_process_gpu_memory_fraction;   /* "0".."1"; "0" = default (0.5) */
@@ -218,13 +221,19 @@ typedef struct tfs_rest_opts {
     int         max_connections; /* open connections at most (more wait in the backlog), >= 1 */
     const char *bind_address;    /* IPv4 literal, default "0.0.0.0" */
     tfs_health *health;          /* borrowed; serves /healthz and /readyz; NULL: not served */
+    /* HTTPS: PEM files of the certificate (chain) and its private key, both or neither; read
+     * and checked at start. NULL or "": plain HTTP. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
 } tfs_rest_opts;
 
 tfs_rest_opts tfs_rest_opts_default(void);
 
 /* Binds, listens and starts serving /v1/ on its own threads. UNAVAILABLE "could not bind
  * 0.0.0.0:8501: Address already in use" (and similar) when the socket cannot be set up;
- * INVALID_ARGUMENT for max_connections below num_threads or a negative connection timeout;
+ * INVALID_ARGUMENT for max_connections below num_threads or a negative connection timeout,
+ * and naming the file for a TLS key or certificate that cannot be read, is not PEM or does not
+ * match;
  * INTERNAL when libmicrohttpd refuses to start. Keeps a pointer to the loader (which must outlive
  * it).
  * Caller owns *out. */
