@@ -66,7 +66,7 @@ static void decode(const uint8_t *data, size_t size)
         fail("output_filter refused without a message", tfs_code_name(st.code));
     tfs_named_tensor *in = NULL;
     int               n_in = 0;
-    if (tfs__grpc_predict_inputs(req, &in, &n_in, &st) == TFS_OK)
+    if (tfs__grpc_predict_inputs(req, NULL, &in, &n_in, &st) == TFS_OK)
         tfs__named_tensors_free(in, n_in);
     else if (!st.msg[0])
         fail("inputs refused without a message", tfs_code_name(st.code));
