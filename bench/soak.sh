@@ -49,8 +49,11 @@ GRPC_PORT=$(free_port)
 REST_PORT=$(free_port)
 
 # A small quarantine: ASan's default (256 MiB) fills over minutes at this load and would read as
-# RSS growth; 16 MiB still catches a use after a recent free.
-ASAN="detect_leaks=1:log_path=$RUN/asan:quarantine_size_mb=16:print_summary=1"
+# RSS growth; 16 MiB still catches a use after a recent free. The exit stats give the size of
+# ASan's stack depot (every distinct allocation stack, never freed), which is part of the RSS.
+ASAN="detect_leaks=1:log_path=$RUN/asan:quarantine_size_mb=16:print_summary=1:atexit=1"
+ASAN+=":print_stats=1"
+[[ -z ${SOAK_ASAN_OPTIONS:-} ]] || ASAN+=":$SOAK_ASAN_OPTIONS"
 UBSAN="print_stacktrace=1:log_path=$RUN/asan"
 start tfserve "$RUN/tfserve.log" env ASAN_OPTIONS="$ASAN" UBSAN_OPTIONS="$UBSAN" "$TFSERVE" \
     --port="$GRPC_PORT" --rest_api_port="$REST_PORT" --model_config_file="$RUN/models.config" \
@@ -173,6 +176,10 @@ print(d["requests"], g["requests"], g["violations"], g["worst_latency_s"], g["wo
       g["latency_p99_s"], sum(c["unexpected"] for c in d["classes"].values()))' \
     "$RUN/driver.json") || true
 SWAPS=$(wc -l <"$RUN/swaps.log" 2>/dev/null || echo 0)
+DEPOT=none
+((${#REPORTS[@]})) && DEPOT=$(cat "${REPORTS[@]}" |
+    sed -n 's/^Stats: StackDepot: \([0-9]*\) ids; \([0-9]*M\) allocated.*/\1 stacks, \2/p' |
+    tail -1)
 
 echo
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
@@ -185,6 +192,7 @@ printf '%-28s %s\n' \
     "leaks" "$LEAKED (LSan leak records: $LEAK_REPORTS)" \
     "RSS at 20% / end" "$WARM_KB kB / $END_KB kB: growth $GROWTH % (target < 5 %)" \
     "threads, fds at 20% / end" "$FIRST_THR, $FIRST_FDS / $LAST_THR, $LAST_FDS" \
+    "ASan stack depot at exit" "${DEPOT:-none} (ASan's own memory, part of the RSS)" \
     "good requests" "$GOOD, failed or over 1 s: $VIOL, p99 $P99 s, worst $WORST s" \
     "worst good latency at" "${WORST_AT} s into the load" \
     "unexpected bad answers" "$UNEXP (informative; see driver.json)"

@@ -69,7 +69,8 @@ class Stats:
                 if len(self.unexpected_examples) < 20:
                     self.unexpected_examples.append("%s: %s %s" % (cls, outcome, why[:200]))
 
-    def good_result(self, t, latency, ok, why, limit):
+    def good_result(self, t, latency, ok, what, limit):
+        """what: the protocol and model, and why the answer was wrong when it was."""
         with self.lock:
             self.good["requests"] += 1
             self.lat.append(latency)
@@ -78,7 +79,7 @@ class Stats:
             if not ok or latency > limit:
                 self.good["violations"] += 1
                 if len(self.violations) < 20:
-                    self.violations.append("t=%.1fs %.3fs %s" % (t, latency, why or "too slow"))
+                    self.violations.append("t=%.1fs %.3fs %s" % (t, latency, what))
 
 
 class Driver:
@@ -198,7 +199,7 @@ class Driver:
             latency, ok, why = time.time() - t, False, "%s: %r" % (model, e)
             outcome = "conn " + type(e).__name__
         self.stats.record("good_rest", outcome, ok, why)
-        self.stats.good_result(self.elapsed(), latency, ok, "rest " + why if why else "",
+        self.stats.good_result(self.elapsed(), latency, ok, "rest " + (why or model),
                                self.a.good_latency)
 
     def good_grpc(self):
@@ -217,7 +218,7 @@ class Driver:
             why = "%s: %s %s" % (model, e.code().name, e.details())
             outcome = "grpc " + e.code().name
         self.stats.record("good_grpc", outcome, ok, why)
-        self.stats.good_result(self.elapsed(), latency, ok, "grpc " + why if why else "",
+        self.stats.good_result(self.elapsed(), latency, ok, "grpc " + (why or model),
                                self.a.good_latency)
 
     def bad_json(self):
