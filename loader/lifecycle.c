@@ -439,6 +439,9 @@ static void load_one(tfs_loader *l, version_entry *v)
         rc = memory_refused(l, v, estimate, &st);
     } else {
         l->mem_reserved += estimate;
+        /* No tensor made while loading may be larger than what the budget has left (a few KB
+         * of graph can make a huge one); the whole is checked against it after the load. */
+        int64_t left = limit > 0 ? limit - (l->mem_in_use + l->mem_reserved - estimate) : 0;
         pthread_mutex_unlock(&l->mu);
         TFS_LOG_INFO(LOG_MODULE, "loading version %lld of model '%s' from %s",
                      (long long)v->version, name, dir);
@@ -446,12 +449,8 @@ static void load_one(tfs_loader *l, version_entry *v)
         so.tags = l->tags;
         so.disable_graph_rewrites = l->opts.disable_graph_rewrites;
         double t_load = now_s();
-        /* No tensor made while loading may be larger than what the budget has left (a few KB
-         * of graph can make a huge one); the whole is checked against it after the load. */
-        int64_t left = limit > 0 ? limit - (l->mem_in_use + l->mem_reserved - estimate) : 0;
-        size_t  cap = tfs_runtime_set_thread_max_tensor_bytes(limit > 0 ? (size_t)(left > 0 ? left
-                                                                                        : 1)
-                                                                         : 0);
+        size_t cap = tfs_runtime_set_thread_max_tensor_bytes(
+            limit > 0 ? (size_t)(left > 0 ? left : 1) : 0);
         rc = tfs_savedmodel_load(dir, &so, &model, &st);
         int64_t load_us = (int64_t)((now_s() - t_load) * 1e6);
         bool    load_ok = rc == TFS_OK;
