@@ -157,23 +157,50 @@ static int64_t sig_list_len_or_default(const Tensorflow__NodeDef *nd, const tfs_
                                                                          : -1;
 }
 
-/* Flat output index of `arg`:`idx` from the registry's signature of nd's op: OK, NOT_FOUND when
- * it has no output `arg`, another error when a count is missing or idx is out of range. */
-static enum tfs_code sig_output_index(const tfs_op_signature *sig, const Tensorflow__NodeDef *nd,
-                                      const char *arg, int64_t idx, int64_t *out, tfs_status *st)
+/* Output argument i of an op or function definition as node nd uses it: its name and how many
+ * tensors it stands for (its number_attr's value or its type_list_attr's length, from nd or the
+ * definition's default; -1 when neither says). */
+typedef void (*out_arg_fn)(const void *def, const Tensorflow__NodeDef *nd, int i,
+                           const char **name, int64_t *count);
+
+static void registry_out_arg(const void *def, const Tensorflow__NodeDef *nd, int i,
+                             const char **name, int64_t *count)
+{
+    const tfs_op_signature *sig = def;
+    const tfs_op_arg       *a = &sig->outputs[i];
+    *name = a->name;
+    *count = a->number_attr      ? sig_int_or_default(nd, sig, a->number_attr)
+             : a->type_list_attr ? sig_list_len_or_default(nd, sig, a->type_list_attr)
+                                 : 1;
+}
+
+static void opdef_out_arg(const void *def, const Tensorflow__NodeDef *nd, int i, const char **name,
+                          int64_t *count)
+{
+    const Tensorflow__OpDef        *od = def;
+    const Tensorflow__OpDef__ArgDef *a = od->output_arg[i];
+    *name = a->name;
+    *count = a->number_attr && a->number_attr[0] ? attr_int_or_default(nd, od, a->number_attr)
+             : a->type_list_attr && a->type_list_attr[0]
+                 ? attr_list_len_or_default(nd, od, a->type_list_attr)
+                 : 1;
+}
+
+/* Flat output index of `arg`:`idx` among def's n output arguments (read through arg_at);
+ * `no_such` is the code for a name def does not have. */
+static enum tfs_code flat_output_index(const Tensorflow__NodeDef *nd, const void *def, int n,
+                                       out_arg_fn arg_at, enum tfs_code no_such, const char *arg,
+                                       int64_t idx, int64_t *out, tfs_status *st)
 {
     int64_t offset = 0;
-    for (int i = 0; i < sig->n_outputs; i++) {
-        const tfs_op_arg *a = &sig->outputs[i];
-        int64_t count = 1;
-        if (a->number_attr)
-            count = sig_int_or_default(nd, sig, a->number_attr);
-        else if (a->type_list_attr)
-            count = sig_list_len_or_default(nd, sig, a->type_list_attr);
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        int64_t     count;
+        arg_at(def, nd, i, &name, &count);
         if (count < 0)
             return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': cannot size output list '%s'",
-                           nd->name, a->name);
-        if (!strcmp(a->name, arg)) {
+                           nd->name, name);
+        if (!strcmp(name, arg)) {
             if (idx < 0 || idx >= count)
                 return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': output '%s:%lld' out of range",
                                nd->name, arg, (long long)idx);
@@ -182,18 +209,20 @@ static enum tfs_code sig_output_index(const tfs_op_signature *sig, const Tensorf
         }
         offset += count;
     }
-    return TFS_ERR(st, TFS_NOT_FOUND, "node '%s': op %s has no output named '%s'", nd->name,
-                   nd->op, arg);
+    return TFS_ERR(st, no_such, "node '%s': op %s has no output named '%s'", nd->name, nd->op,
+                   arg);
 }
 
-/* Flat output index of `arg`:`idx` of body node nd. */
+/* Flat output index of `arg`:`idx` of body node nd: from the registry's signature of its op, or
+ * the called function's signature, or the model's stripped_op_list for ops tfserve lacks. */
 static enum tfs_code output_index(const importer *im, const Tensorflow__NodeDef *nd,
                                   const char *arg, int64_t idx, int64_t *out, tfs_status *st)
 {
     const Tensorflow__FunctionDef *callee = find_function(im, nd->op);
     const tfs_op_signature *sig = callee ? NULL : tfs_op_signature_find(nd->op);
     if (sig)
-        return sig_output_index(sig, nd, arg, idx, out, st);
+        return flat_output_index(nd, sig, sig->n_outputs, registry_out_arg, TFS_NOT_FOUND, arg,
+                                 idx, out, st);
     const Tensorflow__OpDef *od = callee ? callee->signature : find_opdef(im, nd->op);
     if (!od) {
         /* An op that neither tfserve nor the model describes: it cannot run, so which output
@@ -203,28 +232,8 @@ static enum tfs_code output_index(const importer *im, const Tensorflow__NodeDef 
         *out = idx;
         return TFS_OK;
     }
-    int64_t offset = 0;
-    for (size_t i = 0; i < od->n_output_arg; i++) {
-        const Tensorflow__OpDef__ArgDef *a = od->output_arg[i];
-        int64_t count = 1;
-        if (a->number_attr && a->number_attr[0])
-            count = attr_int_or_default(nd, od, a->number_attr);
-        else if (a->type_list_attr && a->type_list_attr[0])
-            count = attr_list_len_or_default(nd, od, a->type_list_attr);
-        if (count < 0)
-            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': cannot size output list '%s'",
-                           nd->name, a->name);
-        if (!strcmp(a->name, arg)) {
-            if (idx < 0 || idx >= count)
-                return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': output '%s:%lld' out of range",
-                               nd->name, arg, (long long)idx);
-            *out = offset + idx;
-            return TFS_OK;
-        }
-        offset += count;
-    }
-    return TFS_ERR(st, TFS_INVALID_ARGUMENT, "node '%s': op %s has no output named '%s'", nd->name,
-                   nd->op, arg);
+    return flat_output_index(nd, od, (int)od->n_output_arg, opdef_out_arg, TFS_INVALID_ARGUMENT,
+                             arg, idx, out, st);
 }
 
 /* Renames a tensor reference inside function body f to its inlined graph name under `prefix`. */
