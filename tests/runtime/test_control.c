@@ -461,8 +461,8 @@ END_TEST
 
 /* ---- guards ---------------------------------------------------------------------------------- */
 
-/* cond always true: the session's iteration limit stops the loop with an error naming it. */
-START_TEST(test_control_while_iteration_limit)
+/* "spin": a StatelessWhile whose cond is always true, counting up from 0. */
+static tfs_graph *endless_loop_graph(void)
 {
     static const enum tfs_dtype T[] = {TFS_DTYPE_INT32};
     tfs_graph *g = new_graph();
@@ -477,6 +477,13 @@ START_TEST(test_control_while_iteration_limit)
     add_fn(g, "inc", b, 1, (const char *const[]){"v0"}, 1, (const char *const[]){"n"});
     const_i32(g, "zero", 0);
     add_while(g, "spin", "StatelessWhile", 1, (const char *const[]){"zero"}, T, "forever", "inc");
+    return g;
+}
+
+/* cond always true: the session's iteration limit stops the loop with an error naming it. */
+START_TEST(test_control_while_iteration_limit)
+{
+    tfs_graph *g = endless_loop_graph();
     tfs_session_opts o = tfs_session_opts_default();
     ck_assert_int_eq(o.max_loop_iterations, TFS_SESSION_MAX_LOOP_ITERATIONS);
     o.max_loop_iterations = 1000;
@@ -502,19 +509,7 @@ static int64_t now_ns(void)
  * and the next run on the thread, with the deadline put back, completes. */
 START_TEST(test_control_while_stops_at_deadline)
 {
-    static const enum tfs_dtype T[] = {TFS_DTYPE_INT32};
-    tfs_graph *g = new_graph();
-    tfs_graph *c = new_graph();
-    rt_placeholder(c, "v0", TFS_DTYPE_INT32);
-    rt_const(c, "yes", rt_tensor(TFS_DTYPE_BOOL, 0, NULL, (const uint8_t[]){1}));
-    add_fn(g, "forever", c, 1, (const char *const[]){"v0"}, 1, (const char *const[]){"yes"});
-    tfs_graph *b = new_graph();
-    rt_placeholder(b, "v0", TFS_DTYPE_INT32);
-    const_i32(b, "p1", 1);
-    rt_node(b, "n", "AddV2", "v0", "p1", TFS_DTYPE_INT32);
-    add_fn(g, "inc", b, 1, (const char *const[]){"v0"}, 1, (const char *const[]){"n"});
-    const_i32(g, "zero", 0);
-    add_while(g, "spin", "StatelessWhile", 1, (const char *const[]){"zero"}, T, "forever", "inc");
+    tfs_graph *g = endless_loop_graph();
     tfs_session *s = rt_session(g, NULL);   /* the default cap: 10M iterations, seconds */
     tfs_tensor *out = NULL;
     tfs_status st;
