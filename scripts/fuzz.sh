@@ -11,7 +11,8 @@
 #   the demo model that the build writes (saved_model.pb, variables.index)
 #   the TensorFlow fixtures (saved_model.pb, variables.index) from $TFS_FIXTURES or ../shared/fixtures
 #     when present
-# Environment: JOBS (build parallelism, default 2), TFS_FUZZ_BUILD (build dir, default build-fuzz).
+# Environment: JOBS (build parallelism, default 2), TFS_FUZZ_BUILD (build dir, default build-fuzz),
+# TFS_FUZZ_DRIVERS (space-separated drivers to run, default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
 DRIVERS=(fuzz_bundle_index fuzz_example fuzz_inflate fuzz_predict_json fuzz_predict_request
   fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_warmup)
+if [ -n "${TFS_FUZZ_DRIVERS:-}" ]; then
+  read -r -a DRIVERS <<<"$TFS_FUZZ_DRIVERS"
+fi
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang not found (scripts/setup.sh installs it)" >&2
