@@ -38,6 +38,8 @@ static pthread_once_t        counts_once = PTHREAD_ONCE_INIT;
 static bool                  counts_key_ok;
 static _Thread_local thread_count *my_count;
 static _Thread_local bool          my_count_gone;   /* this thread's was retired: use `retired` */
+/* This thread's counter's high-water mark and its value at the last reset (a test hook). */
+static _Thread_local long long     my_peak, my_peak_base;
 
 /* > 0: allocations left before the injected failure; 0: no failure scheduled. */
 static atomic_llong fail_countdown;
@@ -99,8 +101,10 @@ static void count_bytes(long long n)
     }
     /* Only this thread writes its own counter, so a plain load and store is an exact add and
      * needs no locked instruction; readers still see whole values (both are atomic). */
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    long long now = atomic_load_explicit(c, memory_order_relaxed) + n;
+    atomic_store_explicit(c, now, memory_order_relaxed);
+    if (now > my_peak)
+        my_peak = now;
 }
 
 /* True when this allocation is the one the test hook wants to fail. */
@@ -201,4 +205,15 @@ int64_t tfs_alloc_bytes_in_use(void)
 void tfs_alloc_fail_after(int64_t n)
 {
     atomic_store(&fail_countdown, n > 0 ? (long long)n : 0);
+}
+
+void tfs_alloc_thread_peak_reset(void)
+{
+    atomic_llong *c = count_for_thread();
+    my_peak = my_peak_base = atomic_load_explicit(c, memory_order_relaxed);
+}
+
+int64_t tfs_alloc_thread_peak(void)
+{
+    return my_peak - my_peak_base;
 }

@@ -18,6 +18,11 @@ char *tfs_strndup(const char *s, size_t n);    /* copies at most n bytes and ter
 /* Bytes currently allocated through tfs_malloc and friends. */
 int64_t tfs_alloc_bytes_in_use(void);
 
+/* Test hook: the most bytes this thread has held allocated at once since
+ * tfs_alloc_thread_peak_reset, above what it held then (its own allocations net of its frees). */
+void    tfs_alloc_thread_peak_reset(void);
+int64_t tfs_alloc_thread_peak(void);
+
 /* Test hook: the n-th allocation from now fails (returns NULL), n >= 1; 0 disables. */
 void tfs_alloc_fail_after(int64_t n);
 

@@ -178,9 +178,11 @@ static enum tfs_code example_bytes(const tfs__jv *obj, scratch *s, tfs__buf *out
         enum tfs_code  code = TFS_OK;
         buf_reset(&s->list);
         if (tfs__jv_is(val, TFS__J_ARRAY)) {
-            for (uint32_t i = 0; i < val->n; i++)
-                if ((code = add_element(tfs__jv_at(val, i), key, &kind, &s->list, st)) != TFS_OK)
+            for (uint32_t i = 0; i < val->n; i++) {
+                tfs__jv e = tfs__jv_at(val, i);
+                if ((code = add_element(&e, key, &kind, &s->list, st)) != TFS_OK)
                     return code;
+            }
         } else if ((code = add_element(val, key, &kind, &s->list, st)) != TFS_OK) {
             return code;
         }
@@ -245,7 +247,8 @@ enum tfs_code tfs__json_decode_examples(const tfs__jv *doc, tfs__json_examples *
         buf_reset(&ex);
         if (ctx.len)
             tfs__buf_append(&ex, ctx.data, ctx.len);
-        if ((code = example_bytes(tfs__jv_at(examples, i), &s, &ex, st)) != TFS_OK)
+        tfs__jv example = tfs__jv_at(examples, i);
+        if ((code = example_bytes(&example, &s, &ex, st)) != TFS_OK)
             goto fail;
         if (ex.oom || ctx.oom || s.list.oom || s.feature.oom || s.entry.oom || s.features.oom) {
             code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory serializing example %zu", i);

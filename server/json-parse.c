@@ -12,9 +12,15 @@
  *
  * Speed: a request is one pass over the bytes. Values go onto a value stack; when a container
  * closes, its children move into one arena block and the container replaces them on the stack, so
- * every value is copied once. The arena starts inside the document (a typical predict allocates
- * nothing) and grows in chunks. There is no recursion, so nesting depth is bounded only by memory
- * (TF Serving's recursive parser can overflow its stack; we must not).
+ * every value is copied once. The arena starts inside the document and grows in chunks. There is
+ * no recursion, so nesting depth is bounded only by memory (TF Serving's recursive parser can
+ * overflow its stack; we must not).
+ *
+ * Memory: a body must not cost many times its size. An array of numbers only is kept packed,
+ * 8 bytes a number (plus a byte each when integers and fractions mix); every other value is a
+ * 16-byte tfs__jv. A large closing container's children are not copied: the document adopts the
+ * stack's block where they lie. So a document costs at most about 16 bytes per 3-byte token
+ * ("[],"), and full-length numbers less than their text.
  */
 #include <errno.h>
 #include <math.h>
@@ -122,7 +128,8 @@ static void *arena_alloc(tfs__jdoc *d, size_t n)
 
 typedef struct frame {
     bool   object;
-    size_t start;   /* index of its first child on the value stack */
+    bool   packed;   /* an array whose children so far are all numbers, held packed */
+    size_t start;    /* byte offset of its first child on the value stack */
 } frame;
 
 typedef struct parser {
@@ -130,14 +137,22 @@ typedef struct parser {
     const char *p;
     const char *end;
     tfs__jdoc  *doc;
-    tfs__jv    *vs;   /* value stack */
-    size_t      vn, vcap;
-    frame      *fs;   /* open containers */
+    /* The value stack: the children of the open containers, 16-byte values, except that the
+     * innermost array's children are 8-byte numbers while it is packed. Once on the heap it lives
+     * in a chunk, so that the document can adopt a large closing container's children where they
+     * lie instead of copying them. */
+    char       *stack;
+    jchunk     *stack_chunk;   /* NULL while the stack is stack_inline */
+    size_t      top, cap;      /* bytes used, bytes available */
+    uint8_t    *kinds;         /* the packed array's numbers' enum tfs__jnum */
+    size_t      kn, kcap;
+    frame      *fs;            /* open containers */
     size_t      fn, fcap;
     enum perr   err;
     size_t      err_at;
     bool        oom;
-    tfs__jv     vs_inline[32];
+    max_align_t stack_inline[512 / sizeof(max_align_t)];
+    uint8_t     kinds_inline[64];
     frame       fs_inline[16];
 } parser;
 
@@ -182,40 +197,151 @@ static bool grow(void **items, size_t *cap, size_t size, void *inline_items)
     return true;
 }
 
+/* Room for `more` bytes on the value stack. realloc lets a large stack grow in place (mremap)
+ * rather than be copied, so it never needs twice its size. */
+static bool stack_reserve(parser *ps, size_t more)
+{
+    if (ps->cap - ps->top >= more)
+        return true;
+    size_t need = ps->top + more, ncap = ps->cap * 2 > need ? ps->cap * 2 : need;
+    jchunk *c = tfs_realloc(ps->stack_chunk, sizeof *c + ncap);
+    if (!c)
+        return out_of_memory(ps);
+    if (!ps->stack_chunk)
+        memcpy(c->data, ps->stack, ps->top);
+    ps->stack_chunk = c;
+    ps->stack = (char *)c->data;
+    ps->cap = ncap;
+    return true;
+}
+
+/* The innermost array held numbers only and now gets another value: its numbers become values,
+ * in place (from the last, so no number is overwritten before it is read). */
+static bool unpack(parser *ps, frame *f)
+{
+    size_t n = (ps->top - f->start) / sizeof(uint64_t);
+    if (!stack_reserve(ps, n * (sizeof(tfs__jv) - sizeof(uint64_t))))
+        return false;
+    char *at = ps->stack + f->start;
+    for (size_t i = n; i-- > 0;) {
+        tfs__jv v = {.type = TFS__J_NUMBER, .num = ps->kinds[i]};
+        memcpy(&v.u, at + i * sizeof(uint64_t), sizeof v.u);
+        memcpy(at + i * sizeof v, &v, sizeof v);
+    }
+    ps->top = f->start + n * sizeof(tfs__jv);
+    ps->kn = 0;
+    f->packed = false;
+    return true;
+}
+
 static inline bool push_value(parser *ps, const tfs__jv *v)
 {
-    if (ps->vn == ps->vcap &&
-        !grow((void **)&ps->vs, &ps->vcap, sizeof *ps->vs, ps->vs_inline))
+    if (ps->fn && ps->fs[ps->fn - 1].packed && !unpack(ps, &ps->fs[ps->fn - 1]))
+        return false;
+    if (!stack_reserve(ps, sizeof *v))
+        return false;
+    memcpy(ps->stack + ps->top, v, sizeof *v);
+    ps->top += sizeof *v;
+    return true;
+}
+
+static inline bool push_number(parser *ps, const tfs__jv *v)
+{
+    if (!ps->fn || !ps->fs[ps->fn - 1].packed)
+        return push_value(ps, v);
+    if (ps->kn == ps->kcap && !grow((void **)&ps->kinds, &ps->kcap, 1, ps->kinds_inline))
         return out_of_memory(ps);
-    ps->vs[ps->vn++] = *v;
+    if (!stack_reserve(ps, sizeof v->u))
+        return false;
+    memcpy(ps->stack + ps->top, &v->u, sizeof v->u);
+    ps->top += sizeof v->u;
+    ps->kinds[ps->kn++] = v->num;
     return true;
 }
 
 static bool open_container(parser *ps, bool object)
 {
+    if (ps->fn && ps->fs[ps->fn - 1].packed && !unpack(ps, &ps->fs[ps->fn - 1]))
+        return false;
     if (ps->fn == ps->fcap && !grow((void **)&ps->fs, &ps->fcap, sizeof *ps->fs, ps->fs_inline))
         return out_of_memory(ps);
     ps->fs[ps->fn].object = object;
-    ps->fs[ps->fn].start = ps->vn;
+    ps->fs[ps->fn].packed = !object;
+    ps->fs[ps->fn].start = ps->top;
     ps->fn++;
     return true;
 }
 
-/* The innermost container is complete: its children move to the arena. */
+/* Children of at least this many bytes that are no fewer than the values below them on the stack
+ * are adopted by the document where they lie; smaller ones are copied into the arena. */
+#define ADOPT_MIN ((size_t)64 << 10)
+
+/* The `bytes` of children at stack offset `start`, followed by `extra` bytes from `tail`, as a
+ * block the document owns: the stack's own block when that saves copying many, else an arena
+ * copy. NULL when out of memory. */
+static void *keep_children(parser *ps, size_t start, size_t bytes, const void *tail, size_t extra)
+{
+    if (!ps->stack_chunk || bytes < ADOPT_MIN || bytes < start) {
+        char *p = arena_alloc(ps->doc, bytes + extra);
+        if (!p)
+            return NULL;
+        memcpy(p, ps->stack + start, bytes);
+        memcpy(p + bytes, tail, extra);
+        return p;
+    }
+    /* The document takes the stack's block, cut to what the children use; the values below
+     * them move to a new stack (no more bytes than the children, so the copying is amortised). */
+    jchunk *c = tfs_realloc(ps->stack_chunk, sizeof *c + start + bytes + extra);
+    if (!c)
+        return NULL;
+    c->next = ps->doc->chunks;
+    ps->doc->chunks = c;
+    char *items = (char *)c->data + start;
+    memcpy(items + bytes, tail, extra);
+    ps->stack_chunk = NULL;
+    ps->stack = (char *)ps->stack_inline;
+    ps->cap = sizeof ps->stack_inline;
+    ps->top = 0;
+    if (!stack_reserve(ps, start))
+        return NULL;
+    memcpy(ps->stack, c->data, start);
+    ps->top = start;
+    return items;
+}
+
+/* The innermost container is complete: its children move to the document. */
 static bool close_container(parser *ps)
 {
     frame   f = ps->fs[--ps->fn];
-    size_t  n = ps->vn - f.start;
-    tfs__jv v = {.type = f.object ? TFS__J_OBJECT : TFS__J_ARRAY,
-                 .n = (uint32_t)(f.object ? n / 2 : n)};
-    if (n) {
-        tfs__jv *items = arena_alloc(ps->doc, n * sizeof *items);
+    size_t  bytes = ps->top - f.start;
+    tfs__jv v = {.type = f.object ? TFS__J_OBJECT : TFS__J_ARRAY};
+    size_t  extra = 0;
+    if (f.packed) {
+        v.n = (uint32_t)ps->kn;
+        bool mixed = false;
+        for (size_t i = 1; i < ps->kn && !mixed; i++)
+            mixed = ps->kinds[i] != ps->kinds[0];
+        if (mixed) {
+            v.num = TFS__JARR_MIXED;
+            extra = ps->kn;
+        } else if (ps->kn) {
+            v.num = (uint8_t)(TFS__JARR_INT + ps->kinds[0] - TFS__JNUM_INT);
+        }
+    } else {
+        size_t n = bytes / sizeof(tfs__jv);
+        v.n = (uint32_t)(f.object ? n / 2 : n);
+    }
+    if (bytes) {
+        void *items = keep_children(ps, f.start, bytes, ps->kinds, extra);
         if (!items)
             return out_of_memory(ps);
-        memcpy(items, ps->vs + f.start, n * sizeof *items);
-        v.items = items;
+        if (f.packed)
+            v.nums = items;
+        else
+            v.items = items;
     }
-    ps->vn = f.start;
+    ps->top = f.start;
+    ps->kn = 0;
     return push_value(ps, &v);
 }
 
@@ -340,6 +466,13 @@ static bool string(parser *ps, tfs__jv *v)
                         q);
     }
     size_t n = (size_t)(q - s);
+    if (n == 0) {   /* nothing to keep: a body of "" costs no arena bytes */
+        ps->p = q + 1;
+        v->type = TFS__J_STRING;
+        v->n = 0;
+        v->s = "";
+        return true;
+    }
     if (n > UINT32_MAX)
         return fail(ps, E_MISS_QUOTE, q);   /* not reachable: documents are < 4 GiB */
     char *out = arena_alloc(ps->doc, n + 1);
@@ -545,9 +678,7 @@ static bool scalar(parser *ps)
             return false;
         break;
     default:
-        if (!number(ps, &v))
-            return false;
-        break;
+        return number(ps, &v) && push_number(ps, &v);
     }
     return push_value(ps, &v);
 }
@@ -634,8 +765,10 @@ done:
 enum tfs_code tfs__jdoc_parse(tfs__jdoc *d, const char *text, size_t len, tfs_status *st)
 {
     parser ps = {.base = text, .p = text, .end = text + len, .doc = d};
-    ps.vs = ps.vs_inline;
-    ps.vcap = sizeof ps.vs_inline / sizeof ps.vs_inline[0];
+    ps.stack = (char *)ps.stack_inline;
+    ps.cap = sizeof ps.stack_inline;
+    ps.kinds = ps.kinds_inline;
+    ps.kcap = sizeof ps.kinds_inline;
     ps.fs = ps.fs_inline;
     ps.fcap = sizeof ps.fs_inline / sizeof ps.fs_inline[0];
 
@@ -654,15 +787,16 @@ enum tfs_code tfs__jdoc_parse(tfs__jdoc *d, const char *text, size_t len, tfs_st
     } else {
         tfs__jv *root = arena_alloc(d, sizeof *root);
         if (root) {
-            *root = ps.vs[0];
+            memcpy(root, ps.stack, sizeof *root);
             d->root = root;
         } else {
             code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory parsing a %zu-byte request",
                            len);
         }
     }
-    if (ps.vs != ps.vs_inline)
-        tfs_free(ps.vs);
+    tfs_free(ps.stack_chunk);
+    if (ps.kinds != ps.kinds_inline)
+        tfs_free(ps.kinds);
     if (ps.fs != ps.fs_inline)
         tfs_free(ps.fs);
     if (code != TFS_OK) {

@@ -299,7 +299,8 @@ static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status
     if (level + 1 == w->rank) {
         /* The innermost list: its scalars, without a call each. */
         for (uint32_t i = 0; i < v->n; i++) {
-            const tfs__jv *x = &v->items[i];
+            tfs__jv        xv = tfs__jv_at(v, i);
+            const tfs__jv *x = &xv;
             if (x->type == TFS__J_ARRAY || x->type == TFS__J_OBJECT) {
                 if ((code = walk_value(x, level + 1, w, st)) != TFS_OK)
                     return code;
@@ -312,9 +313,11 @@ static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status
         }
         return TFS_OK;
     }
-    for (uint32_t i = 0; i < v->n; i++)
-        if ((code = walk_value(&v->items[i], level + 1, w, st)) != TFS_OK)
+    for (uint32_t i = 0; i < v->n; i++) {
+        tfs__jv child = tfs__jv_at(v, i);
+        if ((code = walk_value(&child, level + 1, w, st)) != TFS_OK)
             return code;
+    }
     return TFS_OK;
 }
 
@@ -322,6 +325,7 @@ static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status
 static enum tfs_code value_shape(const tfs__jv *v, int max_rank, const char *alias, walk *w,
                                  tfs_status *st)
 {
+    tfs__jv first;
     w->rank = 0;
     while (tfs__jv_is(v, TFS__J_ARRAY)) {
         if (w->rank == max_rank)
@@ -331,7 +335,8 @@ static enum tfs_code value_shape(const tfs__jv *v, int max_rank, const char *ali
         w->dims[w->rank++] = (int64_t)v->n;
         if (v->n == 0)
             break;
-        v = &v->items[0];
+        first = tfs__jv_at(v, 0);
+        v = &first;
     }
     return TFS_OK;
 }
@@ -491,7 +496,8 @@ static enum tfs_code rows_check(const tfs__jv *rows, const tfs_signature *sig, b
                                 row_input *ri, tfs_status *st)
 {
     for (size_t i = 0; i < rows->n; i++) {
-        const tfs__jv *elem = &rows->items[i];
+        tfs__jv        ev = tfs__jv_at(rows, i);
+        const tfs__jv *elem = &ev;
         if (!objects) {
             if (is_element_object(elem))
                 return TFS_ERR(st, TFS_INVALID_ARGUMENT,
@@ -557,7 +563,8 @@ static enum tfs_code rows_fill(const tfs__jv *rows, const tfs_signature *sig, bo
     if ((code = tfs_tensor_new(w.dtype, ri->rank + 1, dims, &w.t, st)) != TFS_OK)
         return code;
     for (uint32_t i = 0; i < rows->n; i++) {
-        const tfs__jv *elem = &rows->items[i];
+        tfs__jv        ev = tfs__jv_at(rows, i);
+        const tfs__jv *elem = &ev;
         const tfs__jv *v = objects ? tfs__jv_get(elem, sig->inputs[k].alias) : elem;
         if ((code = walk_value(v, 0, &w, st)) != TFS_OK) {
             tfs_tensor_unref(w.t);
@@ -582,7 +589,8 @@ static enum tfs_code rows_one_pass(const tfs__jv *rows, const tfs_signature *sig
     enum tfs_code          code;
 
     *done = false;
-    if (value_shape(&rows->items[0], TFS_MAX_RANK - 1, info->alias, &w0, st) != TFS_OK)
+    tfs__jv first = tfs__jv_at(rows, 0);
+    if (value_shape(&first, TFS_MAX_RANK - 1, info->alias, &w0, st) != TFS_OK)
         return TFS_OK;   /* the two-pass path reports it */
     int64_t row_size = small_count(w0.rank, w0.dims, 1);
     if (row_size < 0 || small_count(w0.rank, w0.dims, (int64_t)rows->n) < 0)
@@ -594,7 +602,8 @@ static enum tfs_code rows_one_pass(const tfs__jv *rows, const tfs_signature *sig
         return code;
     uint32_t i;
     for (i = 0; i < rows->n; i++) {
-        const tfs__jv *elem = &rows->items[i];
+        tfs__jv        ev = tfs__jv_at(rows, i);
+        const tfs__jv *elem = &ev;
         walk           w = {.dtype = w0.dtype};
         if (is_element_object(elem)) {
             code = TFS_ERR(st, TFS_INVALID_ARGUMENT,
@@ -626,7 +635,8 @@ fail:
 static enum tfs_code decode_rows(const tfs__jv *rows, const tfs_signature *sig,
                                  tfs_named_tensor *in, int *n, tfs_status *st)
 {
-    const tfs__jv *first = &rows->items[0];
+    tfs__jv        first_value = tfs__jv_at(rows, 0);
+    const tfs__jv *first = &first_value;
     enum tfs_code  code;
     if (!tfs__jv_is(first, TFS__J_OBJECT) && sig->n_inputs > 1)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT,

@@ -490,12 +490,14 @@ static void jw_number(tfs__jw *w, const tfs__jv *v)
 /* Without recursion, so that a value nested a million deep cannot exhaust the stack: an explicit
  * stack of (container, next child) pairs. */
 typedef struct jw_pos {
-    const tfs__jv *v;
-    uint32_t       next;
+    tfs__jv  v;   /* a copy: a packed array's elements have no node to point to */
+    uint32_t next;
 } jw_pos;
 
-void tfs__jw_json(tfs__jw *w, const tfs__jv *v)
+void tfs__jw_json(tfs__jw *w, const tfs__jv *root)
 {
+    tfs__jv cur = *root;
+    const tfs__jv *v = &cur;
     jw_pos  inline_stack[16];
     jw_pos *stack = inline_stack;
     size_t  depth = 0, cap = sizeof inline_stack / sizeof inline_stack[0];
@@ -521,7 +523,7 @@ void tfs__jw_json(tfs__jw *w, const tfs__jv *v)
                 tfs__jw_begin_object(w);
             else
                 tfs__jw_begin_array(w);
-            stack[depth++] = (jw_pos){v, 0};
+            stack[depth++] = (jw_pos){*v, 0};
             break;
         case TFS__J_STRING:
             tfs__jw_string(w, v->s, v->n);
@@ -546,18 +548,18 @@ void tfs__jw_json(tfs__jw *w, const tfs__jv *v)
                 goto done;
             jw_pos *top = &stack[depth - 1];
             bool    stop = w->out->oom || (w->stop_at && w->out->len > w->stop_at);
-            if (!stop && top->next < top->v->n) {
+            if (!stop && top->next < top->v.n) {
                 uint32_t i = top->next++;
-                if (top->v->type == TFS__J_OBJECT) {
-                    const tfs__jv *k = tfs__jv_key(top->v, i);
+                if (top->v.type == TFS__J_OBJECT) {
+                    const tfs__jv *k = tfs__jv_key(&top->v, i);
                     tfs__jw_string(w, k->s, k->n);
-                    v = tfs__jv_val(top->v, i);
+                    cur = *tfs__jv_val(&top->v, i);
                 } else {
-                    v = tfs__jv_at(top->v, i);
+                    cur = tfs__jv_at(&top->v, i);
                 }
                 break;
             }
-            if (top->v->type == TFS__J_OBJECT)
+            if (top->v.type == TFS__J_OBJECT)
                 tfs__jw_end_object(w);
             else
                 tfs__jw_end_array(w);

@@ -190,9 +190,20 @@ enum tfs__jnum {
     TFS__JNUM_DOUBLE,    /* a fraction or exponent, NaN/Infinity, or an integer beyond uint64: .d */
 };
 
+/* How an array holds its elements. An array of numbers only is packed: 8 bytes an element
+ * instead of a 16-byte value, which keeps a body of short numbers from costing many times its
+ * size. */
+enum tfs__jarr {
+    TFS__JARR_VALUES = 0,   /* .items: n values */
+    TFS__JARR_INT,          /* .nums: n int64 */
+    TFS__JARR_UINT,         /* .nums: n uint64 */
+    TFS__JARR_DOUBLE,       /* .nums: n doubles (their bits) */
+    TFS__JARR_MIXED,        /* .nums: n numbers, then n bytes, each its enum tfs__jnum */
+};
+
 typedef struct tfs__jv {
     uint8_t  type;   /* enum tfs__jtype */
-    uint8_t  num;    /* enum tfs__jnum, for numbers */
+    uint8_t  num;    /* numbers: enum tfs__jnum; arrays: enum tfs__jarr */
     uint32_t n;      /* string: bytes; array: elements; object: members */
     union {
         int64_t                i;
@@ -200,6 +211,7 @@ typedef struct tfs__jv {
         double                 d;
         const char            *s;
         const struct tfs__jv *items;   /* array: n values; object: 2n, key then value */
+        const uint64_t        *nums;    /* a packed array's numbers (see enum tfs__jarr) */
     };
 } tfs__jv;
 
@@ -249,11 +261,17 @@ static inline bool tfs__jv_is_double(const tfs__jv *v)
 {
     return v->type == TFS__J_NUMBER && v->num == TFS__JNUM_DOUBLE;
 }
-/* Array element i / object member i's key and value. */
-static inline const tfs__jv *tfs__jv_at(const tfs__jv *a, size_t i)
+/* Array element i, as a value of its own (a packed array's numbers have no node to point to). */
+static inline tfs__jv tfs__jv_at(const tfs__jv *a, size_t i)
 {
-    return &a->items[i];
+    if (a->num == TFS__JARR_VALUES)
+        return a->items[i];
+    tfs__jv v = {.type = TFS__J_NUMBER, .u = a->nums[i]};
+    v.num = a->num == TFS__JARR_MIXED ? ((const uint8_t *)(a->nums + a->n))[i]
+                                      : (uint8_t)(a->num - TFS__JARR_INT + TFS__JNUM_INT);
+    return v;
 }
+/* Object member i's key and value. */
 static inline const tfs__jv *tfs__jv_key(const tfs__jv *o, size_t i)
 {
     return &o->items[2 * i];

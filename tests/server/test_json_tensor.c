@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/alloc.h"
 #include "server/server-impl.h"
 
 /* ---- signatures ----------------------------------------------------------------------------- */
@@ -887,6 +888,149 @@ START_TEST(test_json_tensor_out_of_memory)
 }
 END_TEST
 
+/* Arrays of numbers are held packed and turn into values when anything else joins them; large
+ * ones are adopted from the parser's stack. Every element must read back the same either way. */
+START_TEST(test_json_tensor_packed_arrays)
+{
+    enum { BIG = 20000 };
+    tfs__buf b;
+    tfs__buf_init(&b);
+    tfs__buf_puts(&b, "{\"a\": [1, -2, 2.5, 18446744073709551615, \"x\", [3], 4], \"b\": [");
+    for (int i = 0; i < BIG; i++)
+        tfs__buf_printf(&b, "%d,", i);
+    tfs__buf_puts(&b, "\"end\"], \"c\": [");
+    for (int i = 0; i < BIG; i++)
+        tfs__buf_printf(&b, "%s%d", i ? "," : "", -i);
+    tfs__buf_puts(&b, "], \"d\": [[], [1e300, NaN], 7]}");
+    ck_assert(!b.oom);
+
+    tfs__jdoc  doc;
+    tfs_status st;
+    tfs__jdoc_init(&doc);
+    ck_assert_int_eq(tfs__json_parse(b.data, b.len, &doc, &st), TFS_OK);
+
+    const tfs__jv *a = tfs__jv_get(doc.root, "a");
+    ck_assert_uint_eq(a->n, 7);
+    tfs__jv e = tfs__jv_at(a, 0);
+    ck_assert(tfs__jv_is_int64(&e) && e.i == 1);
+    e = tfs__jv_at(a, 1);
+    ck_assert(tfs__jv_is_int64(&e) && e.i == -2);
+    e = tfs__jv_at(a, 2);
+    ck_assert(tfs__jv_is_double(&e) && e.d == 2.5);
+    e = tfs__jv_at(a, 3);
+    ck_assert(e.type == TFS__J_NUMBER && e.num == TFS__JNUM_UINT && e.u == UINT64_MAX);
+    e = tfs__jv_at(a, 4);
+    ck_assert(tfs__jv_is(&e, TFS__J_STRING) && strcmp(e.s, "x") == 0);
+    e = tfs__jv_at(a, 5);
+    ck_assert(tfs__jv_is(&e, TFS__J_ARRAY) && e.n == 1);
+    tfs__jv inner = tfs__jv_at(&e, 0);
+    ck_assert(tfs__jv_is_int64(&inner) && inner.i == 3);
+    e = tfs__jv_at(a, 6);
+    ck_assert(tfs__jv_is_int64(&e) && e.i == 4);
+
+    const tfs__jv *bv = tfs__jv_get(doc.root, "b");
+    ck_assert_uint_eq(bv->n, BIG + 1);
+    for (int i = 0; i < BIG; i++) {
+        e = tfs__jv_at(bv, (size_t)i);
+        ck_assert(tfs__jv_is_int64(&e) && e.i == i);
+    }
+    e = tfs__jv_at(bv, BIG);
+    ck_assert(tfs__jv_is(&e, TFS__J_STRING) && strcmp(e.s, "end") == 0);
+
+    const tfs__jv *c = tfs__jv_get(doc.root, "c");
+    ck_assert_uint_eq(c->n, BIG);
+    ck_assert_int_eq(c->num, TFS__JARR_INT);
+    for (int i = 0; i < BIG; i++) {
+        e = tfs__jv_at(c, (size_t)i);
+        ck_assert(tfs__jv_is_int64(&e) && e.i == -i);
+    }
+
+    const tfs__jv *d = tfs__jv_get(doc.root, "d");
+    ck_assert_uint_eq(d->n, 3);
+    e = tfs__jv_at(d, 0);
+    ck_assert(tfs__jv_is(&e, TFS__J_ARRAY) && e.n == 0);
+    e = tfs__jv_at(d, 1);
+    ck_assert_int_eq(e.num, TFS__JARR_DOUBLE);
+    inner = tfs__jv_at(&e, 0);
+    ck_assert(tfs__jv_is_double(&inner) && inner.d == 1e300);
+    inner = tfs__jv_at(&e, 1);
+    ck_assert(tfs__jv_is_double(&inner) && isnan(inner.d));
+
+    /* The writer reads packed arrays the same way (error messages quote request values). */
+    tfs__buf text;
+    tfs__buf_init(&text);
+    tfs__json_value_text(a, &text, 1000);
+    ck_assert_str_eq(text.data, "[\n    1,\n    -2,\n    2.5,\n    18446744073709551615,\n    \"x\",\n"
+                                "    [\n        3\n    ],\n    4\n]");
+    tfs__buf_deinit(&text);
+    tfs__jdoc_deinit(&doc);
+    tfs__buf_deinit(&b);
+}
+END_TEST
+
+/* ---- parse memory ---------------------------------------------------------------------------- */
+
+/* A body `{"instances": [TOKEN,TOKEN,...]}` of about `size` bytes (TOKEN repeated, comma-separated;
+ * the caller frees it). */
+static char *repeated_body(const char *token, size_t size, size_t *len)
+{
+    const char *head = "{\"instances\": [", *tail = "]}";
+    size_t      tl = strlen(token), n = (size - strlen(head) - strlen(tail)) / (tl + 1);
+    char       *b = malloc(strlen(head) + n * (tl + 1) + strlen(tail) + 1), *o = b;
+    ck_assert_ptr_nonnull(b);
+    o += sprintf(o, "%s", head);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *o++ = ',';
+        memcpy(o, token, tl);
+        o += tl;
+    }
+    o += sprintf(o, "%s", tail);
+    *len = (size_t)(o - b);
+    return b;
+}
+
+/* The most bytes parsing a body holds at once (counted as allocated, capacity included), against
+ * the body's size: parsing must cost a small constant times the body whatever its shape, so that
+ * a client cannot turn a 16 MiB body into hundreds of MB, and less than the body where numbers
+ * are written out in full. A number in an array of numbers keeps 8 bytes and any other value a
+ * 16-byte node, so the shortest tokens ("[]," and "\"\",": 3 bytes) set the worst ratio. (Copying
+ * the value stack into the arena on close would double each of these; "1," cost 16x so.) */
+START_TEST(test_json_tensor_parse_memory)
+{
+    static const struct {
+        const char *token;
+        double      max_ratio;
+    } shapes[] = {
+        {"1", 5.0},                  /* packed numbers: 8 bytes for 2, and a kind byte */
+        {"0.12345678", 1.25},        /* a float written out in full */
+        {"[1]", 6.5},                /* one-element rows: a node and a packed number */
+        {"[1,2.5,3,-4]", 5.5},       /* integers and fractions mixed: a kind byte each */
+        {"[]", 8.5},                 /* empty rows: a 16-byte node for 3 bytes */
+        {"{\"a\":1}", 7.5},          /* objects: key and value nodes */
+        {"\"\"", 8.5},               /* empty strings: a node, no bytes */
+        {"\"abcdefgh\"", 3.75},      /* short strings: a node and the bytes */
+        {"true", 4.25},
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        size_t     len;
+        char      *body = repeated_body(shapes[k].token, 4u << 20, &len);
+        tfs__jdoc  doc;
+        tfs_status st;
+        tfs__jdoc_init(&doc);
+        tfs_alloc_thread_peak_reset();
+        ck_assert_int_eq(tfs__json_parse(body, len, &doc, &st), TFS_OK);
+        double ratio = (double)tfs_alloc_thread_peak() / (double)len;
+        tfs__jdoc_deinit(&doc);
+        free(body);
+        printf("json parse memory: [%s, ...] %zu-byte body, peak %.2fx the body\n",
+               shapes[k].token, len, ratio);
+        ck_assert_msg(ratio <= shapes[k].max_ratio, "[%s, ...]: %.2fx the body (at most %.1fx)",
+                      shapes[k].token, ratio, shapes[k].max_ratio);
+    }
+}
+END_TEST
+
 Suite *suite_server_json_tensor(void);
 Suite *suite_server_json_tensor(void)
 {
@@ -911,6 +1055,8 @@ Suite *suite_server_json_tensor(void)
     tcase_add_test(tc, test_json_tensor_parse_errors);
     tcase_add_test(tc, test_json_tensor_numbers);
     tcase_add_test(tc, test_json_tensor_number_values);
+    tcase_add_test(tc, test_json_tensor_parse_memory);
+    tcase_add_test(tc, test_json_tensor_packed_arrays);
     tcase_add_test(tc, test_json_tensor_large_and_claimed);
     tcase_add_test(tc, test_json_tensor_string_bytes);
     tcase_add_test(tc, test_json_tensor_quoted_utf8);
