@@ -1,0 +1,59 @@
+# `cmake --install`: the binaries, the runtime and SavedModel libraries, their public headers under
+# include/tfserve/ and pkg-config files, so C programs can load and run SavedModels (see
+# examples/c-api/). The libraries are static archives, so each .pc file lists what its archive
+# needs in Libs.private / Requires.private (`pkg-config --static`).
+include(GNUInstallDirs)
+
+# Installed names say whose libraries they are; tfs-proto (the generated protobuf code the loader
+# links) and the CUDA device code go along as archives of their own because static archives do
+# not carry their dependencies.
+set_target_properties(tfs-runtime PROPERTIES OUTPUT_NAME tfserve-runtime)
+set_target_properties(tfs-savedmodel PROPERTIES OUTPUT_NAME tfserve-savedmodel)
+set_target_properties(tfs-proto PROPERTIES OUTPUT_NAME tfserve-proto)
+set(_tfs_install_libs tfs-runtime tfs-savedmodel tfs-proto)
+if(TFS_HAVE_CUDA)
+  set_target_properties(tfs-backend-cuda PROPERTIES OUTPUT_NAME tfserve-backend-cuda)
+  list(APPEND _tfs_install_libs tfs-backend-cuda)
+endif()
+
+install(TARGETS tfserve tfserve-train tfserve-inspect RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ${_tfs_install_libs} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# What a program needs to load a SavedModel and run a signature: savedmodel.h and the runtime
+# headers its umbrella runtime/runtime.h includes. Never the -impl.h headers. Includes stay rooted
+# as in the tree ("runtime/tensor.h"), so the .pc files add -I<includedir>/tfserve.
+install(FILES
+  ${PROJECT_SOURCE_DIR}/runtime/runtime.h ${PROJECT_SOURCE_DIR}/runtime/alloc.h
+  ${PROJECT_SOURCE_DIR}/runtime/build.h ${PROJECT_SOURCE_DIR}/runtime/device.h
+  ${PROJECT_SOURCE_DIR}/runtime/graph.h ${PROJECT_SOURCE_DIR}/runtime/log.h
+  ${PROJECT_SOURCE_DIR}/runtime/op-signature.h ${PROJECT_SOURCE_DIR}/runtime/rewrite.h
+  ${PROJECT_SOURCE_DIR}/runtime/session.h ${PROJECT_SOURCE_DIR}/runtime/status.h
+  ${PROJECT_SOURCE_DIR}/runtime/tensor.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/savedmodel/savedmodel.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/savedmodel)
+
+# The CUDA executor's archive and the CUDA libraries it calls. The runtime's archive comes again
+# after it: the device code calls the runtime's allocator.
+set(TFS_PC_CUDA_LIBS "")
+if(TFS_HAVE_CUDA)
+  get_filename_component(_cudnn_dir ${CUDNN_LIBRARY} DIRECTORY)
+  set(TFS_PC_CUDA_LIBS "-ltfserve-backend-cuda -ltfserve-runtime -L${CUDAToolkit_LIBRARY_DIR}")
+  if(NOT _cudnn_dir STREQUAL CUDAToolkit_LIBRARY_DIR)
+    string(APPEND TFS_PC_CUDA_LIBS " -L${_cudnn_dir}")
+  endif()
+  string(APPEND TFS_PC_CUDA_LIBS " -lcudart -lcublas -lcudnn -lstdc++")
+endif()
+
+# The prefix is the one `cmake --install --prefix` installs to, known only at install time: the
+# .pc files are configured here with everything else and again, for the prefix, when installed.
+set(TFS_PC_PREFIX "@TFS_PC_PREFIX@")
+foreach(_pc tfserve-runtime tfserve-savedmodel)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/${_pc}.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc.in
+    @ONLY)
+  install(CODE "set(TFS_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc.in\"
+                   \"${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc\" @ONLY)")
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
