@@ -345,7 +345,16 @@ static enum tfs_code execute(tfs_batch_queue *q, tfs__piece **run, int n, int64_
             goto out;
         }
     }
-    if ((rc = q->run(q->ctx, in, n_in, bo, n_out, st)) != TFS_OK)
+    int64_t deadline = 0;
+    for (int j = 0; j < n; j++) {
+        int64_t d = run[j]->task->deadline_ns;
+        if (d == 0) {
+            deadline = 0;
+            break;
+        }
+        deadline = d > deadline ? d : deadline;
+    }
+    if ((rc = q->run(q->ctx, in, n_in, deadline, bo, n_out, st)) != TFS_OK)
         goto out;
     for (int o = 0; o < n_out; o++) {
         const tfs_tensor *y = bo[o];

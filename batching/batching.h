@@ -97,9 +97,12 @@ void tfs_batcher_free(tfs_batcher *b);
 
 /* Executes one batch. inputs: the batch's tensors sorted by name, dim 0 = the (padded) batch size;
  * borrowed for the call. The callback stores n_outputs new references in outputs[0..n_outputs)
- * (all NULL on entry; whatever it stored is released even when it fails). On a batch thread. */
+ * (all NULL on entry; whatever it stored is released even when it fails). On a batch thread.
+ * deadline_ns: the latest deadline of the batch's tasks (tfs_batch_now_ns's clock), or 0 when one
+ * of them has none; past it no task wants the result, so the run may stop there. */
 typedef enum tfs_code (*tfs_batch_run_fn)(void *ctx, const tfs_named_tensor *inputs, int n_inputs,
-                                          tfs_tensor **outputs, int n_outputs, tfs_status *st);
+                                          int64_t deadline_ns, tfs_tensor **outputs, int n_outputs,
+                                          tfs_status *st);
 
 /* BatchingParameters (session_bundle_config.proto). Get one from tfs_batch_queue_opts_default():
  * unset wrapper fields keep TF Serving's defaults. */

@@ -53,7 +53,8 @@ static tfs_batch_queue_opts queue_opts(const tfs_batching_params *p)
 }
 
 static enum tfs_code run_batch(void *ctx, const tfs_named_tensor *inputs, int n_inputs,
-                               tfs_tensor **outputs, int n_outputs, tfs_status *st);
+                               int64_t deadline_ns, tfs_tensor **outputs, int n_outputs,
+                               tfs_status *st);
 
 /* Checks params the way a queue would, with a throwaway queue on the batcher. */
 static enum tfs_code params_check(tfs_loader *l, const tfs_batching_params *p, tfs_status *st)
@@ -177,14 +178,15 @@ static enum tfs_code request_run(const tfs_loader *l, const tfs_savedmodel *m,
 static _Thread_local int64_t tls_run_start, tls_run_end, tls_run_rows;
 
 static enum tfs_code run_batch(void *ctx, const tfs_named_tensor *inputs, int n_inputs,
-                               tfs_tensor **outputs, int n_outputs, tfs_status *st)
+                               int64_t deadline_ns, tfs_tensor **outputs, int n_outputs,
+                               tfs_status *st)
 {
     const tfs__sig_queue *sq = ctx;
     (void)n_outputs;
     tls_run_start = tfs_batch_now_ns();
     tls_run_rows = n_inputs > 0 && inputs[0].tensor->rank > 0 ? inputs[0].tensor->dims[0] : 0;
-    enum tfs_code rc = request_run(sq->loader, sq->model, sq->sig, inputs, n_inputs, 0, outputs,
-                                   st);
+    enum tfs_code rc = request_run(sq->loader, sq->model, sq->sig, inputs, n_inputs, deadline_ns,
+                                   outputs, st);
     tls_run_end = tfs_batch_now_ns();
     return rc;
 }

@@ -81,13 +81,14 @@ static void record(model *m, const tfs_named_tensor *in, int n_in)
     pthread_cond_broadcast(&m->cv);
 }
 
-enum tfs_code model_run(void *ctx, const tfs_named_tensor *in, int n_in, tfs_tensor **out,
-                        int n_out, tfs_status *st)
+enum tfs_code model_run(void *ctx, const tfs_named_tensor *in, int n_in, int64_t deadline_ns,
+                        tfs_tensor **out, int n_out, tfs_status *st)
 {
     model *m = ctx;
     const tfs_tensor *x = in[0].tensor;
     pthread_mutex_lock(&m->mu);
     record(m, in, n_in);
+    m->last_deadline = deadline_ns;
     while (m->gate_closed)
         pthread_cond_wait(&m->cv, &m->mu);
     pthread_mutex_unlock(&m->mu);

@@ -31,6 +31,7 @@ typedef struct model {
     float           seen[MAX_SEEN];          /* first element of every float input row seen */
     int             n_seen;
     tfs_tensor     *last_input;              /* a reference to the last run's input 0 */
+    int64_t         last_deadline;           /* the deadline the last run was given */
     bool            gate_closed;             /* runs wait while true */
     int             sleep_us;
     atomic_int      running;
@@ -44,8 +45,8 @@ bool model_saw(model *m, float v);
 
 /* The run callback for every model kind. Rows whose first element is -1 make it fail with
  * INTERNAL "boom"; -2 makes it return an output with a wrong dim 0. */
-enum tfs_code model_run(void *ctx, const tfs_named_tensor *in, int n_in, tfs_tensor **out,
-                        int n_out, tfs_status *st);
+enum tfs_code model_run(void *ctx, const tfs_named_tensor *in, int n_in, int64_t deadline_ns,
+                        tfs_tensor **out, int n_out, tfs_status *st);
 
 /* y = x W + b for one row, the reference for MODEL_LINEAR. */
 void linear_row(const float *x, float *y);

@@ -62,7 +62,7 @@ START_TEST(test_batched_results_equal_results_alone)
         assert_linear(&r[i], x[i]);
         tfs_tensor *alone[1] = {NULL};
         tfs_status st;
-        ck_assert_int_eq(model_run(&e.m, (tfs_named_tensor[]){{"x", x[i]}}, 1, alone, 1, &st),
+        ck_assert_int_eq(model_run(&e.m, (tfs_named_tensor[]){{"x", x[i]}}, 1, 0, alone, 1, &st),
                          TFS_OK);
         ck_assert_mem_eq(alone[0]->data, r[i].out[0]->data, alone[0]->nbytes);
         tfs_tensor_unref(alone[0]);
@@ -70,6 +70,41 @@ START_TEST(test_batched_results_equal_results_alone)
         tfs_tensor_unref(x[i]);
     }
     env_stop(&e);
+}
+END_TEST
+
+/* A batch's run gets the latest deadline of its tasks (it may stop there, when no task wants the
+ * result any more), or none when one of its tasks has none. */
+static int64_t batch_deadline(const int64_t *deadlines, int n)
+{
+    env e;
+    tfs_batch_queue_opts o = opts(16, 300000);
+    env_start(&e, 1, &o, MODEL_LINEAR);
+    tfs_tensor *x[4];
+    result r[4];
+    for (int i = 0; i < n; i++) {
+        x[i] = ramp(1, LIN_IN, 0.5f * (float)(i + 1));
+        submit_x(&e, x[i], deadlines[i], &r[i], TFS_OK);
+    }
+    ck_assert(waiter_wait(&e.w, n, 10000));
+    ck_assert_int_eq(e.m.batches, 1);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(r[i].code, TFS_OK);
+        result_clear(&r[i]);
+        tfs_tensor_unref(x[i]);
+    }
+    int64_t d = e.m.last_deadline;
+    env_stop(&e);
+    return d;
+}
+
+START_TEST(test_batch_run_gets_the_latest_deadline)
+{
+    int64_t now = tfs_batch_now_ns(), s = 1000000000;
+    ck_assert_int_eq(batch_deadline((int64_t[]){now + 60 * s, now + 90 * s, now + 70 * s}, 3),
+                     now + 90 * s);
+    ck_assert_int_eq(batch_deadline((int64_t[]){now + 60 * s, 0, now + 70 * s}, 3), 0);
+    ck_assert_int_eq(batch_deadline((int64_t[]){0}, 1), 0);
 }
 END_TEST
 
@@ -468,6 +503,7 @@ Suite *suite_batching_formation(void)
     TCase *tc = tcase_create("formation");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_batched_results_equal_results_alone);
+    tcase_add_test(tc, test_batch_run_gets_the_latest_deadline);
     tcase_add_test(tc, test_allowed_batch_sizes_padding_never_leaks);
     tcase_add_test(tc, test_timeout_closes_a_partial_batch);
     tcase_add_test(tc, test_full_batch_runs_before_timeout);

@@ -219,12 +219,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def check_run_cancelled(channel, pid, model, steps):
+def check_run_cancelled(channel, pid, what, steps, model=None):
     """An LSTM request whose sequence length sets its While loop's count (about a minute of CPU
     for `steps`) with a 0.5 s deadline: the client gets DEADLINE_EXCEEDED, and the server stops the
     run there (TF Serving's --enforce_session_run_timeout) instead of burning the CPU after."""
     from tensorflow_serving.apis import predict_pb2
     req = predict_pb2.PredictRequest()
+    model = model or what
     req.model_spec.name = model
     t = req.inputs["input_6"]
     t.dtype = 1
@@ -237,16 +238,45 @@ def check_run_cancelled(channel, pid, model, steps):
     t0 = time.time()
     try:
         call(req, timeout=0.5)
-        g.check(False, "%s: a %d-step sequence answered within 0.5 s" % (model, steps))
+        g.check(False, "%s: a %d-step sequence answered within 0.5 s" % (what, steps))
     except grpc.RpcError as e:
         g.check(e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, "%s long run: %s %s"
-                % (model, e.code(), e.details()))
+                % (what, e.code(), e.details()))
     time.sleep(max(0.0, t0 + 1.5 - time.time()))
     c1 = cpu_seconds(pid)
     time.sleep(1.0)
     c2 = cpu_seconds(pid)
     g.check(c2 - c1 < 0.3, "%s: the server used %.2f CPU s in the second after the deadline "
-            "(%.2f s in the first 1.5 s)" % (model, c2 - c1, c1 - c0))
+            "(%.2f s in the first 1.5 s)" % (what, c2 - c1, c1 - c0))
+
+
+def check_batched_run_cancelled(build, tmp, model, steps):
+    """The same long request through the batch queue (--enable_batching): the batch's run stops at
+    the latest deadline of its tasks, so a lone task's deadline stops it too."""
+    grpc_port, rest_port = g.free_port(), g.free_port()
+    log = open(os.path.join(tmp, "tfserve-batching.log"), "w+")
+    proc = subprocess.Popen([os.path.join(build, "server", "tfserve"), "--port=%d" % grpc_port,
+                             "--rest_api_port=%d" % rest_port, "--model_name=" + model,
+                             "--model_base_path=" + os.path.join(tmp, "models", model),
+                             "--enable_batching"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        state = wait_available(rest_port, [model], 120).get(model, ("NO ANSWER", ""))
+        if g.check(state[0] == "AVAILABLE", "%s with batching: state %s" % (model, state)):
+            channel = grpc.insecure_channel("127.0.0.1:%d" % grpc_port,
+                                            options=[("grpc.max_receive_message_length", -1)])
+            check_run_cancelled(channel, proc.pid, model + " (batched)", steps, model)
+            channel.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if g.FAILED:
+            log.seek(0)
+            sys.stdout.write("tfserve (batching) log tail:\n" + log.read()[-2000:] + "\n")
+        log.close()
 
 
 def wait_available(port, models, deadline_s):
@@ -333,6 +363,7 @@ def main():
                 check_grpc(channel, n, golden, what)
         if "iteam1_lstm" in names and states.get("iteam1_lstm", ("",))[0] == "AVAILABLE":
             check_run_cancelled(channel, proc.pid, "iteam1_lstm", 300000)
+            check_batched_run_cancelled(build, tmp, "iteam1_lstm", 300000)
         channel.close()
         g.check(proc.poll() is None, "tfserve still running after every request")
     finally:
