@@ -1,6 +1,6 @@
 /* train/ config: the file `tfserve-train CONFIG` reads — an INI-style description of the data,
  * the model (one [layer] section per layer, in order), the optimizer and the training run.
- * Part of train/train.h; the format is documented in examples/README.md.
+ * Part of train/train.h; the format is documented in docs/trainer.md.
  *
  *     tfs_train_config *c;
  *     if (tfs_train_config_load("mlp.ini", &c, &st) != TFS_OK) fprintf(stderr, "%s\n", st.msg);

@@ -49,7 +49,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tfserve-train CONFIG [flags]\n"
-            "  Trains the model CONFIG describes (see examples/README.md for the format).\n"
+            "  Trains the model CONFIG describes (see docs/trainer.md for the format).\n"
             "flags (each overrides the config file):\n"
             "  --epochs=N            epochs to train\n"
             "  --max_steps=N         stop after this global step\n"
