@@ -13,8 +13,9 @@
  * graceful drain (drain.c: not ready,
  * optional delay, listeners closed, requests in flight finish). Exit codes: 0 after a clean
  * shutdown or --version/--help; 1 when the server cannot start ("Failed to start server. Error:
- * ...") or when the drain timed out; 128 + signal (143, 130) on a second signal during the drain;
- * 255 (tensorflow_model_server's -1) for bad flags, with the usage text.
+ * ...", also for a flag value out of its range) or when the drain timed out; 128 + signal (143,
+ * 130) on a second signal during the drain; 255 (tensorflow_model_server's -1) for a flag value
+ * that does not parse or no model to serve, with the usage text.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -56,11 +57,6 @@ static void forward_to_main(int sig)
     if (!pthread_equal(pthread_self(), main_thread))
         pthread_kill(main_thread, sig);
     errno = saved;
-}
-
-static bool port_ok(int64_t p)
-{
-    return p >= 0 && p <= 65535;
 }
 
 /* Every client connection is a descriptor, and the usual soft limit (1024) would cap the server
@@ -113,76 +109,16 @@ int main(int argc, char **argv)
         rc = usage_error(argv[0], st.msg);
         goto done;
     }
-    if (f.drain_timeout_seconds < 0 || f.drain_delay_seconds < 0) {
-        rc = usage_error(argv[0], "--drain_timeout_seconds and --drain_delay_seconds must be >= 0");
-        goto done;
-    }
     for (int i = 0; i < f.n_unknown; i++)
         TFS_LOG_WARN(LOG_MODULE, "unknown argument: %s (ignored; see --help)", f.unknown[i]);
-    bool from_file = f.model_config_file && *f.model_config_file;
-    if (!from_file && (!f.model_base_path || !*f.model_base_path)) {
-        rc = usage_error(argv[0], "Both --model_base_path and --model_config_file are empty: "
-                                  "one of them is required");
-        goto done;
-    }
-    if (f.model_config_file_poll_wait_seconds < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--model_config_file_poll_wait_seconds=%lld is "
-                "negative", (long long)f.model_config_file_poll_wait_seconds);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (!port_ok(f.port) || !port_ok(f.rest_api_port)) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "ports must be in [0, 65535] (--port=%lld, "
-                "--rest_api_port=%lld)", (long long)f.port, (long long)f.rest_api_port);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_api_num_threads < 1 || f.rest_api_num_threads > 4096) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_api_num_threads=%lld is not in [1, 4096]",
-                (long long)f.rest_api_num_threads);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_connection_timeout_seconds < 0 || f.rest_connection_timeout_seconds > INT32_MAX) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_connection_timeout_seconds=%lld is not in "
-                "[0, %d]", (long long)f.rest_connection_timeout_seconds, INT32_MAX);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_api_port != 0 &&
-        (f.rest_max_connections < f.rest_api_num_threads || f.rest_max_connections > 1000000)) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_max_connections=%lld is not in "
-                "[--rest_api_num_threads (%lld), 1000000]", (long long)f.rest_max_connections,
-                (long long)f.rest_api_num_threads);
-        rc = start_error(&st);
+    bool from_file = *f.model_config_file;
+    bool usage;
+    if (tfs_server_flags_check(&f, &usage, &st) != TFS_OK) {
+        rc = usage ? usage_error(argv[0], st.msg) : start_error(&st);
         goto done;
     }
     raise_fd_limit(f.rest_api_port ? f.rest_max_connections : 0);
-    if (f.max_model_memory_bytes < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_model_memory_bytes=%lld is negative",
-                (long long)f.max_model_memory_bytes);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.max_tensor_bytes < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_tensor_bytes=%lld is negative",
-                (long long)f.max_tensor_bytes);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.grpc_num_threads < 1 || f.grpc_num_threads > 64) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--grpc_num_threads=%lld is not in [1, 64]",
-                (long long)f.grpc_num_threads);
-        rc = start_error(&st);
-        goto done;
-    }
 
-    if (f.tensorflow_intra_op_parallelism < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--tensorflow_intra_op_parallelism=%lld is negative",
-                (long long)f.tensorflow_intra_op_parallelism);
-        rc = start_error(&st);
-        goto done;
-    }
     /* One intra-op pool for every model and request (runtime.h); before any model loads. */
     tfs_runtime_set_num_threads(f.tensorflow_intra_op_parallelism > 4096
                                     ? 4096 : (int)f.tensorflow_intra_op_parallelism);
@@ -284,12 +220,6 @@ int main(int argc, char **argv)
         lo.warmup = tfs_warmup_run;
         lo.warmup_ctx = &wo;
     }
-    if (f.batching_parameters_file && *f.batching_parameters_file && !f.enable_batching) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--batching_parameters_file is set without setting "
-                "--enable_batching to true.");
-        rc = start_error(&st);
-        goto done;
-    }
     if (f.enable_batching) {
         lo.enable_batching = true;
         lo.batching = tfs_batching_params_default();
@@ -341,11 +271,7 @@ int main(int argc, char **argv)
         goto done;
     }
     TFS_LOG_INFO(LOG_MODULE, "Running gRPC ModelServer at 0.0.0.0:%d ...", tfs_grpc_port(grpc));
-    if (f.rest_api_port != 0 && f.rest_api_port == f.port) {
-        TFS_LOG_ERROR(LOG_MODULE, "--rest_api_port cannot be the same as --port (%lld). Please use "
-                      "a different port for HTTP/REST API. Skipped exporting HTTP/REST API.",
-                      (long long)f.port);
-    } else if (f.rest_api_port != 0) {
+    if (f.rest_api_port != 0) {
         tfs_rest_opts ro = tfs_rest_opts_default();
         ro.port = (int)f.rest_api_port;
         ro.num_threads = (int)f.rest_api_num_threads;
