@@ -40,10 +40,9 @@ INLINE __m256 finish(__m256 x, const float *bias, const float *side, bool full, 
 }
 
 /* As gemm-avx512.c's: during the first steps of the k loop, the lines the tile below will use.
- * Forced onto this kernel on the Zen 4 machine of gemm-avx512.c's figures, medians
- * of 9 alternated loops on 2 threads with caches flushed: [25088, 64] x [64, 256] with an added
- * tensor +12-22 %, [25088, 256] x [256, 64] +10-19 %, [6272, 128] x [128, 512] +4-10 %,
- * [49, 4608] x [4608, 512] (B in place) unchanged. */
+ * It speeds up the tall products of ResNet-50's early layers most, those with an added tensor
+ * above all, and leaves a product with B read in place unchanged (figures measured with this
+ * kernel forced on the Zen 4 machine: bench/README.md, "Figures from source comments"). */
 INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p)
 {
     _mm_prefetch((const char *)(t->c + (MR + p) * t->ldc), _MM_HINT_ET0);

@@ -20,9 +20,10 @@
 
 enum { MR = 14, NR = 32 };
 /* Steps of k ahead that the 32-column loops prefetch B: read in place, B's rows are a long stride
- * apart, which the hardware prefetchers do not run far enough ahead on (one core: [49, 4608] x
- * [4608, 512] 93 -> 106 GFLOP/s, 1024^3 133 -> 138; neutral on packed B). Not in the wide
- * tiles, whose 512-byte runs stream well (there it cost 10-20%). */
+ * apart, which the hardware prefetchers do not run far enough ahead on (it speeds up the
+ * in-place products, e.g. ResNet-50's [49, 4608] x [4608, 512]; neutral on packed B). Not in
+ * the wide tiles, whose 512-byte runs stream well (there it cost time). Figures for this file's
+ * comments: bench/README.md, "Figures from source comments". */
 #ifndef PF_ROWS
 #define PF_ROWS 16
 #endif
@@ -70,16 +71,14 @@ INLINE __m512 act_hi(const tfs_gemm_tile *t)
  * tile below is the next one, and a whole tile's k loop hides each line's trip from memory.
  * Requests made by the tile itself, just before its k loop, came too late: ResNet-50's
  * first-stage 1x1 layers at batch 8 (outputs of 25.7 MB, rows 1 KB apart that no prefetcher
- * follows) were memory-bound. In-process A/B on ResNet-50 at batch 8: C and the added tensor
- * requested a tile ahead, 352 -> 342 ms (the 64 -> 256 layers with a residual Add 6.9 -> 5.7 ms
- * each); A too, 362 -> 348 ms (256 -> 64 layers 5.6 -> 4.1 ms); A on the direct path too, stem
- * 13.0 -> 12.1 ms, 3x3x64 10.2 -> 9.6 ms, while that path read a padded copy of the whole input
- * (it now copies each block of rows just before it uses them, and asks for no A). A is
- * requested only on a block's first panel (gemm.c): on every tile it cost 2-5 % on the later
- * stages, whose A is in cache after the first panel. Prefetches never fault, so the rows past
- * the last tile need no test; they are worth requesting, too: the next output row's input, the
- * next A block. (Requests limited to a tile below that exists: ResNet-50 b8 331 -> 337 ms, b1
- * 43.9 -> 44.3 ms.) */
+ * follows) were memory-bound. Requesting C and the added tensor a tile ahead sped ResNet-50 up
+ * (most its 64 -> 256 layers with a residual Add), A too (its 256 -> 64 layers), and A on the
+ * direct path too while that path read a padded copy of the whole input (it now copies each
+ * block of rows just before it uses them, and asks for no A). A is requested only on a block's
+ * first panel (gemm.c): on every tile it cost time on the later stages, whose A is in cache
+ * after the first panel. Prefetches never fault, so the rows past the last tile need no test;
+ * they are worth requesting, too: the next output row's input, the next A block (requests
+ * limited to a tile below that exists were slower). */
 INLINE void prefetch_below(const tfs_gemm_tile *t, int64_t p, const int NV)
 {
     const float *c = t->c + (MR + p) * t->ldc;
@@ -168,9 +167,8 @@ INLINE void tile(const tfs_gemm_tile *t, const int MRV, const int NV, const bool
             /* Then blocks of 16 steps (a line of each row of A), each of which first requests
              * the tile below's next line of each of its rows. With those requests and the head's
              * made from one loop, a test per step, GCC spilled the loop's pointers and counters
-             * to the stack: a 14 x 32 tile from L1, one core, kc 256 111.1 -> 114.3 GFLOP/s
-             * (packed A: 115.5), kc 64 107.0 -> 108.9; ResNet-50 at batch 64, processes
-             * alternated, 6 runs each: median 2.596 -> 2.524 s (batch 8: 0.319 -> 0.318). */
+             * to the stack; this way a tile from L1 runs nearly as fast as from packed A, and
+             * ResNet-50 at batch 64 gained a little (bench/README.md). */
             while (p < kc) {
                 int64_t end = kc - p < 16 ? kc : p + 16;
                 if (pf)

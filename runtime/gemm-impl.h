@@ -16,7 +16,7 @@
  * columns), which the kernel applies to each value between computing and storing it, in
  * registers. (A pass over each tile right after the kernel stored it, tried first, reloaded what
  * masked stores had just written, which the CPU does not forward to loads: ResNet-50's 7x7 first
- * layer at batch 8 took 17.1 instead of 13.6 ms.) The AVX-512 and AVX2 kernels prefetch,
+ * layer ran markedly slower; bench/README.md.) The AVX-512 and AVX2 kernels prefetch,
  * during their k loop, the lines of C, of the added tensor and (on request) of A that the tile
  * below will use (gemm-avx512.c).
  */

@@ -44,12 +44,12 @@
 #define DIRECT_B_SLIVERS 8
 /* ... unless at least BIG_B_SLIVERS slivers share each panel and B is this large (a dense
  * layer's weights that do not fit in L2, so every sliver's in-place read streams rows a page
- * apart from memory: packing each panel just before its slivers use it is faster, CNN fc1
- * [64, 3136] x [3136, 1024] 190 -> 255 GFLOP/s on 2 threads) or a constant kept packed (no
- * packing per call at all: the MLP's 784-512-256-10 at batch 64, 277k -> 340k samples/s).
- * A constant B this large is read from its kept packed copy even by a single sliver (1..MR
- * rows): one sequential stream instead of rows a page apart, CNN at batch 1 / 4 / 8 0.38 /
- * 0.66 / 1.03 -> 0.35 / 0.52 / 0.85 ms on 2 threads. */
+ * apart from memory: packing each panel just before its slivers use it is faster, e.g. on the
+ * CNN's fc1) or a constant kept packed (no packing per call at all, faster still: the MLP's
+ * 784-512-256-10 at batch 64). A constant B this large is read from its kept packed copy even
+ * by a single sliver (1..MR rows): one sequential stream instead of rows a page apart, faster
+ * for the CNN at batch 1 to 8. (Figures for this file's comments: bench/README.md, "Figures from
+ * source comments".) */
 #define BIG_B_BYTES ((double)(4 << 20))
 #define BIG_B_SLIVERS 2
 /* Packed B per column block at most; a larger B is done in column blocks one after another. */
@@ -57,7 +57,7 @@
 /* A constant B is kept packed only up to this size (the copy doubles its memory). */
 #define KEEP_PACKED_BYTES ((double)(256 << 20))
 /* Estimated nanoseconds of work per thread below which another thread does not pay for its
- * dispatch and cache misses (a pool dispatch costs about 1 us). */
+ * dispatch and cache misses (a pool dispatch's own cost is in bench/README.md). */
 #define MIN_NS_PER_THREAD 3000.0
 
 /* ---- instruction sets ------------------------------------------------------------------------ */
@@ -376,10 +376,9 @@ static int64_t round_up(int64_t x, int64_t to)
 
 /* True when rows lda floats apart all fall into one L1 set (multiples of 4 KiB), so that a
  * sliver of 14 rows read in place overflows an 8-way L1 set: on Zen 4 (32 KiB, 8 ways),
- * ResNet-50's 1024 -> 256 and 2048 -> 512 layers at batch 8 took 5.3-5.7 ms read in place against
- * 4.1 ms copied (in-process A/B). (On a 12-way 48 KiB L1, reading A in place was as fast or
- * faster for every stride, 4 KiB multiples included, and the copy cost up to 10% at lda 1152:
- * so only these.) */
+ * ResNet-50's 1024 -> 256 and 2048 -> 512 layers ran slower read in place than copied. (On a
+ * 12-way 48 KiB L1, reading A in place was as fast or faster for every stride, 4 KiB multiples
+ * included, and the copy cost time at other strides: so only these.) */
 static bool bad_stride(int64_t lda)
 {
     return lda % 1024 == 0;

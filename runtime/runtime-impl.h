@@ -349,9 +349,9 @@ int64_t tfs__session_max_loop_iterations(const tfs_session *s);
 /* On a loop-heavy kernel function: also compiled for AVX-512 and AVX2, the copy the CPU runs
  * chosen once at load (GCC/clang function multiversioning). The runtime is built for baseline
  * x86-64 (SSE2, 4 floats per instruction); elementwise passes over activations, such as the
- * fused bias + ReLU epilogue and MaxPool, run 2-4x faster at 16 floats. Only for code whose
- * results do not depend on the instruction set (no contraction into FMA: -std=c11 turns it off
- * in GCC; selects, adds and compares are exact). */
+ * fused bias + ReLU epilogue and MaxPool, run much faster at 16 (bench/README.md). Only for
+ * code whose results do not depend on the instruction set (no contraction into FMA: -std=c11
+ * turns it off in GCC; selects, adds and compares are exact). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define TFS_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

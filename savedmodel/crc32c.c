@@ -1,7 +1,8 @@
 /* crc32c (Castagnoli, reflected polynomial 0x82F63B78), the checksum of LevelDB table blocks and of
  * TensorBundle tensor data. Slicing-by-8: eight 256-entry tables let the loop consume 8 bytes per
- * step, roughly 4x faster than the byte-at-a-time form on restore-sized inputs. The tables are
- * built once, on first use, under pthread_once so concurrent first calls are race-free.
+ * step, several times faster than the byte-at-a-time form on restore-sized inputs (figure in
+ * bench/README.md). The tables are built once, on first use, under pthread_once so concurrent
+ * first calls are race-free.
  * tfs__crc32c_extend(crc, ...) continues a checksum: extend(extend(0, a), b) == crc32c(a || b).
  */
 #include <pthread.h>

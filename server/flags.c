@@ -2,11 +2,12 @@
  * TensorFlow's flag syntax (tensorflow/core/util/command_line_flags.cc): `--name=value` only (no
  * space-separated values), bools also bare (`--version`) or `=true/false/1/0`. A value that
  * does not parse is an error; an argument that matches no flag is collected and reported, and the
- * server still starts, as tensorflow_model_server does. One static table drives parsing, defaults
- * and --help.
+ * server still starts, as tensorflow_model_server does. One static table drives parsing, defaults,
+ * the ranges of numeric values and --help; tfs_server_flags_check holds the rules between flags.
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -27,17 +28,29 @@ typedef struct flag_def {
     const char    *def;      /* default, in flag syntax; NULL: computed (see apply_defaults) */
     size_t         offset;   /* field in tfs_server_flags */
     const char    *help;
+    /* FLAG_INT only: the values tfs_server_flags_check accepts, [min, max], when bounded (an
+     * unbounded flag takes any int64, as tensorflow_model_server's do); zero says what 0 means
+     * when it is not a count (NULL: it is just a number). Both appear in --help. */
+    bool           bounded;
+    int64_t        min, max;
+    const char    *zero;
 } flag_def;
 
 #define F(field) offsetof(tfs_server_flags, field)
+#define RANGE(lo, hi, zero_means) .bounded = true, .min = (lo), .max = (hi), .zero = (zero_means)
 
+/* Only bounded flags name their range fields: the others leave them zero, which GCC's
+ * -Wmissing-field-initializers would flag on every entry. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const flag_def flags[] = {
     {"port", FLAG_INT, "8500", F(port),
-     "TCP port for the gRPC API (PredictionService, ModelService)"},
+     "TCP port for the gRPC API (PredictionService, ModelService)",
+     RANGE(0, 65535, "any free port")},
     {"rest_api_port", FLAG_INT, "0", F(rest_api_port),
-     "TCP port for the HTTP/REST API; 0 disables it. Must differ from --port."},
+     "TCP port for the HTTP/REST API. Must differ from --port.", RANGE(0, 65535, "off")},
     {"rest_api_num_threads", FLAG_INT, NULL, F(rest_api_num_threads),
-     "Number of threads for HTTP/REST API processing (default 4 x CPUs)"},
+     "Number of threads for HTTP/REST API processing (default 4 x CPUs)", RANGE(1, 4096, NULL)},
     {"rest_api_timeout_in_ms", FLAG_INT, "30000", F(rest_api_timeout_in_ms),
      "Timeout for HTTP/REST API calls: a predict not started by then (e.g. waiting in a "
      "batch queue) is answered 504 DEADLINE_EXCEEDED without running"},
@@ -46,14 +59,16 @@ static const flag_def flags[] = {
      "between kernels and loop iterations, answering DEADLINE_EXCEEDED (batched runs finish)"},
     {"rest_connection_timeout_seconds", FLAG_INT, "60", F(rest_connection_timeout_seconds),
      "Close a REST connection after this many seconds with no bytes moving either way (idle "
-     "keep-alive, a stalled request, a client not reading its answer); 0: never (a tfserve flag)"},
+     "keep-alive, a stalled request, a client not reading its answer) (a tfserve flag)",
+     RANGE(0, INT32_MAX, "never")},
     {"rest_max_connections", FLAG_INT, "4096", F(rest_max_connections),
-     "Most REST connections open at once; more wait in the kernel's backlog (a tfserve flag)"},
+     "Most REST connections open at once, at least --rest_api_num_threads; more wait in the "
+     "kernel's backlog (a tfserve flag)", RANGE(1, 1000000, NULL)},
     {"allow_file_ops_at_request_time", FLAG_BOOL, "false", F(allow_file_ops_at_request_time),
      "Let a request's run execute ops that read files their inputs name (RestoreV2, "
      "InitializeTableFromTextFile); off, they fail with PERMISSION_DENIED (a tfserve flag)"},
     {"grpc_num_threads", FLAG_INT, "2", F(grpc_num_threads),
-     "Threads taking gRPC calls off the completion queue, 1..64 (a tfserve flag)"},
+     "Threads taking gRPC calls off the completion queue (a tfserve flag)", RANGE(1, 64, NULL)},
     {"grpc_max_threads", FLAG_INT, NULL, F(grpc_max_threads),
      "Max grpc server threads (accepted for compatibility; see --grpc_num_threads)"},
     {"grpc_channel_arguments", FLAG_STRING, "", F(grpc_channel_arguments),
@@ -69,7 +84,7 @@ static const flag_def flags[] = {
      "PEM private key file of --rest_api_ssl_cert_file (a tfserve flag)"},
     {"tensorflow_intra_op_parallelism", FLAG_INT, "0", F(tensorflow_intra_op_parallelism),
      "Number of threads to use to parallelize the execution of an individual op (one pool "
-     "shared by all models); 0: the number of CPUs"},
+     "shared by all models)", RANGE(0, INT64_MAX, "the number of CPUs")},
     {"device", FLAG_STRING, "auto", F(device),
      "Where models run: auto (a GPU when one is present and the model has ops it runs, else "
      "the CPU), cpu, gpu (= gpu:0) or gpu:N; the choice is logged per model (a tfserve flag)"},
@@ -88,7 +103,8 @@ static const flag_def flags[] = {
      "ModelServerConfig text file listing the models to serve; overrides --model_name and "
      "--model_base_path"},
     {"model_config_file_poll_wait_seconds", FLAG_INT, "0", F(model_config_file_poll_wait_seconds),
-     "Re-read --model_config_file every N seconds and apply changes (0: read it once)"},
+     "Re-read --model_config_file every N seconds and apply changes",
+     RANGE(0, INT64_MAX, "read it once")},
     {"file_system_poll_wait_seconds", FLAG_INT, "1", F(file_system_poll_wait_seconds),
      "Interval in seconds between each poll of the filesystem for new model versions; "
      "0 or less: no polling after the first load"},
@@ -96,12 +112,13 @@ static const flag_def flags[] = {
      F(allow_version_labels_for_unavailable_models),
      "Allow assigning version labels to versions that are not loaded yet"},
     {"max_model_memory_bytes", FLAG_INT, "0", F(max_model_memory_bytes),
-     "Refuse to load a version that would bring the loaded models' tensors past this many bytes; "
-     "0: no limit (a tfserve flag)"},
+     "Refuse to load a version that would bring the loaded models' tensors past this many bytes "
+     "(a tfserve flag)", RANGE(0, INT64_MAX, "no limit")},
     {"max_tensor_bytes", FLAG_INT, "0", F(max_tensor_bytes),
      "Refuse any tensor larger than this many bytes (a request whose values decide a shape, a "
-     "gRPC tensor that broadcasts one value) with an error instead of allocating it; 0: half the "
-     "memory the process may use (physical, or its cgroup's limit) (a tfserve flag)"},
+     "gRPC tensor that broadcasts one value) with an error instead of allocating it (a tfserve "
+     "flag)", RANGE(0, INT64_MAX, "half the memory the process may use (physical, or its "
+     "cgroup's limit)")},
     {"graph_rewrites", FLAG_BOOL, "true", F(graph_rewrites),
      "Rewrite each model's graph for serving after loading it: constant folding, Identity "
      "removal, BatchNorm folding, MatMul/Conv2D + BiasAdd + activation fusion; false serves "
@@ -128,10 +145,10 @@ static const flag_def flags[] = {
      "Log lines as text or json (one object per line) (a tfserve flag)"},
     {"drain_timeout_seconds", FLAG_INT, "30", F(drain_timeout_seconds),
      "On SIGTERM/SIGINT, how long requests in flight may take to finish before the server "
-     "exits anyway with status 1 (a tfserve flag)"},
+     "exits anyway with status 1 (a tfserve flag)", RANGE(0, INT64_MAX, NULL)},
     {"drain_delay_seconds", FLAG_INT, "0", F(drain_delay_seconds),
      "On SIGTERM/SIGINT, keep accepting this long while /readyz answers 503, so load balancers "
-     "stop routing first (a tfserve flag)"},
+     "stop routing first (a tfserve flag)", RANGE(0, INT64_MAX, NULL)},
     {"enable_batching", FLAG_BOOL, "false", F(enable_batching),
      "Batch concurrent requests per (model version, signature)"},
     {"batching_parameters_file", FLAG_STRING, "", F(batching_parameters_file),
@@ -145,6 +162,7 @@ static const flag_def flags[] = {
     {"version", FLAG_BOOL, "false", F(version), "Display the version and exit"},
     {"help", FLAG_BOOL, "false", F(help), "Show this usage text and exit"},
 };
+#pragma GCC diagnostic pop
 
 #define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
 
@@ -265,6 +283,61 @@ enum tfs_code tfs_server_flags_parse(int argc, char **argv, tfs_server_flags *f,
     return TFS_OK;
 }
 
+static const flag_def *lookup(const char *name)
+{
+    for (int i = 0; i < N_FLAGS; i++)
+        if (strcmp(flags[i].name, name) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+enum tfs_code tfs_server_flags_check(tfs_server_flags *f, bool *usage, tfs_status *st)
+{
+    bool rest, cert, key;
+
+    *usage = false;
+    /* What tensorflow_model_server answers with its usage text. */
+    if (!*f->model_config_file && !*f->model_base_path) {
+        *usage = true;
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Both --model_base_path and --model_config_file "
+                       "are empty: one of them is required");
+    }
+    for (int i = 0; i < N_FLAGS; i++) {
+        const flag_def *d = &flags[i];
+        if (!d->bounded)
+            continue;
+        int64_t v = *(const int64_t *)((const char *)f + d->offset);
+        if (v < d->min || v > d->max)
+            return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--%s=%lld is not in [%lld, %lld]", d->name,
+                           (long long)v, (long long)d->min, (long long)d->max);
+    }
+    /* tensorflow_model_server starts without REST then, rather than refusing to start. */
+    if (f->rest_api_port != 0 && f->rest_api_port == f->port) {
+        TFS_LOG_ERROR("main", "--rest_api_port cannot be the same as --port (%lld). Please use a "
+                      "different port for HTTP/REST API. Skipped exporting HTTP/REST API.",
+                      (long long)f->port);
+        f->rest_api_port = 0;
+    }
+    rest = f->rest_api_port != 0;
+    /* libmicrohttpd splits the connection limit among its threads and refuses a thread none. */
+    if (rest && f->rest_max_connections < f->rest_api_num_threads)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--rest_max_connections=%lld is not in "
+                       "[--rest_api_num_threads (%lld), %lld]", (long long)f->rest_max_connections,
+                       (long long)f->rest_api_num_threads,
+                       (long long)lookup("rest_max_connections")->max);
+    cert = *f->rest_api_ssl_cert_file != 0;
+    key = *f->rest_api_ssl_key_file != 0;
+    if (rest && cert != key)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--rest_api_ssl_cert_file and "
+                       "--rest_api_ssl_key_file go together: %s is missing",
+                       cert ? "--rest_api_ssl_key_file" : "--rest_api_ssl_cert_file");
+    if (*f->batching_parameters_file && !f->enable_batching)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--batching_parameters_file is set without "
+                       "setting --enable_batching to true.");
+    tfs_status_clear(st);
+    return TFS_OK;
+}
+
 void tfs_server_flags_deinit(tfs_server_flags *f)
 {
     if (!f)
@@ -286,7 +359,12 @@ void tfs_server_flags_usage(FILE *out, const char *argv0)
         char lhs[64];
         snprintf(lhs, sizeof lhs, "--%s=%s", flags[i].name,
                  flags[i].def ? flags[i].def : "4xCPUs");
-        fprintf(out, "\t%-33s\t%s\t%s\n", lhs, type_name(flags[i].type), flags[i].help);
+        fprintf(out, "\t%-33s\t%s\t%s", lhs, type_name(flags[i].type), flags[i].help);
+        if (flags[i].bounded)
+            fprintf(out, " (range [%lld, %lld]%s%s)", (long long)flags[i].min,
+                    (long long)flags[i].max, flags[i].zero ? "; 0: " : "",
+                    flags[i].zero ? flags[i].zero : "");
+        fputc('\n', out);
     }
 }
 

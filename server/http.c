@@ -599,9 +599,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     MHD_suspend_connection(conn);
     /* Only the first suspended connection wakes the watcher, which sleeps untimed while there
      * are none; with some it already looks every WATCH_MS. Waking it on every suspend cost a
-     * context switch and a poll of every suspended socket per request (4% of a batched server's
-     * CPU at 64 clients). A broadcast, since tfs_rest_stop may wait on the same condition and a
-     * signal could wake it instead of the watcher. */
+     * context switch and a poll of every suspended socket per request (a noticeable share of a
+     * batched server's CPU at 64 clients; bench/README.md). A broadcast, since tfs_rest_stop
+     * may wait on the same condition and a signal could wake it instead of the watcher. */
     if (!c->next)
         pthread_cond_broadcast(&r->watch_cv);
     pthread_mutex_unlock(&r->mu);

@@ -13,8 +13,9 @@
  * graceful drain (drain.c: not ready,
  * optional delay, listeners closed, requests in flight finish). Exit codes: 0 after a clean
  * shutdown or --version/--help; 1 when the server cannot start ("Failed to start server. Error:
- * ...") or when the drain timed out; 128 + signal (143, 130) on a second signal during the drain;
- * 255 (tensorflow_model_server's -1) for bad flags, with the usage text.
+ * ...", also for a flag value out of its range) or when the drain timed out; 128 + signal (143,
+ * 130) on a second signal during the drain; 255 (tensorflow_model_server's -1) for a flag value
+ * that does not parse or no model to serve, with the usage text.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -58,11 +59,6 @@ static void forward_to_main(int sig)
     errno = saved;
 }
 
-static bool port_ok(int64_t p)
-{
-    return p >= 0 && p <= 65535;
-}
-
 /* Every client connection is a descriptor, and the usual soft limit (1024) would cap the server
  * far below --rest_max_connections; the hard limit is what the administrator allows. */
 static void raise_fd_limit(int64_t want)
@@ -83,324 +79,327 @@ static void raise_fd_limit(int64_t want)
                      (long long)want);
 }
 
-int main(int argc, char **argv)
+/* What main has started, for stop_all; NULL where not started. */
+typedef struct started {
+    tfs_warmup_opts   warmup;   /* the loader keeps a pointer for versions that come later */
+    tfs__model_list  *config;
+    tfs_loader       *loader;
+    tfs_health       *health;
+    tfs__config_poll *poll;
+    tfs_grpc         *grpc;
+    tfs_rest         *rest;
+} started;
+
+/* Parses argv into *f and answers --help and --version. Returns false when main is to exit with
+ * *rc (0 after --help/--version, 255 for a value that does not parse). */
+static bool parse_flags(int argc, char **argv, tfs_server_flags *f, int *rc)
 {
-    tfs_server_flags f;
-    tfs_status       st;
-    tfs_loader      *loader = NULL;
-    tfs_rest        *rest = NULL;
-    tfs_grpc        *grpc = NULL;
-    tfs_health       *health = NULL;
-    tfs__model_list  *config = NULL;
-    tfs__config_poll *poll = NULL;
-    int               rc = 0;
-    sigset_t          sigs;
+    tfs_status st;
 
-    if (tfs_server_flags_parse(argc, argv, &f, &st) != TFS_OK) {
-        rc = usage_error(argv[0], st.msg);
-        goto done;
+    if (tfs_server_flags_parse(argc, argv, f, &st) != TFS_OK) {
+        *rc = usage_error(argv[0], st.msg);
+        return false;
     }
-    if (f.help) {
+    if (f->help) {
         tfs_server_flags_usage(stdout, argv[0]);
-        goto done;
+        return false;
     }
-    if (f.version) {
+    if (f->version) {
         tfs_server_version(stdout);
-        goto done;
+        return false;
     }
-    tfs_log_set_level(f.verbosity);
-    if (tfs_server_log_format(f.log_format, &st) != TFS_OK) {
-        rc = usage_error(argv[0], st.msg);
-        goto done;
-    }
-    if (f.drain_timeout_seconds < 0 || f.drain_delay_seconds < 0) {
-        rc = usage_error(argv[0], "--drain_timeout_seconds and --drain_delay_seconds must be >= 0");
-        goto done;
-    }
-    for (int i = 0; i < f.n_unknown; i++)
-        TFS_LOG_WARN(LOG_MODULE, "unknown argument: %s (ignored; see --help)", f.unknown[i]);
-    bool from_file = f.model_config_file && *f.model_config_file;
-    if (!from_file && (!f.model_base_path || !*f.model_base_path)) {
-        rc = usage_error(argv[0], "Both --model_base_path and --model_config_file are empty: "
-                                  "one of them is required");
-        goto done;
-    }
-    if (f.model_config_file_poll_wait_seconds < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--model_config_file_poll_wait_seconds=%lld is "
-                "negative", (long long)f.model_config_file_poll_wait_seconds);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (!port_ok(f.port) || !port_ok(f.rest_api_port)) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "ports must be in [0, 65535] (--port=%lld, "
-                "--rest_api_port=%lld)", (long long)f.port, (long long)f.rest_api_port);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_api_num_threads < 1 || f.rest_api_num_threads > 4096) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_api_num_threads=%lld is not in [1, 4096]",
-                (long long)f.rest_api_num_threads);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_connection_timeout_seconds < 0 || f.rest_connection_timeout_seconds > INT32_MAX) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_connection_timeout_seconds=%lld is not in "
-                "[0, %d]", (long long)f.rest_connection_timeout_seconds, INT32_MAX);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.rest_api_port != 0 &&
-        (f.rest_max_connections < f.rest_api_num_threads || f.rest_max_connections > 1000000)) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--rest_max_connections=%lld is not in "
-                "[--rest_api_num_threads (%lld), 1000000]", (long long)f.rest_max_connections,
-                (long long)f.rest_api_num_threads);
-        rc = start_error(&st);
-        goto done;
-    }
-    raise_fd_limit(f.rest_api_port ? f.rest_max_connections : 0);
-    if (f.max_model_memory_bytes < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_model_memory_bytes=%lld is negative",
-                (long long)f.max_model_memory_bytes);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.max_tensor_bytes < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--max_tensor_bytes=%lld is negative",
-                (long long)f.max_tensor_bytes);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.grpc_num_threads < 1 || f.grpc_num_threads > 64) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--grpc_num_threads=%lld is not in [1, 64]",
-                (long long)f.grpc_num_threads);
-        rc = start_error(&st);
-        goto done;
-    }
+    return true;
+}
 
-    if (f.tensorflow_intra_op_parallelism < 0) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--tensorflow_intra_op_parallelism=%lld is negative",
-                (long long)f.tensorflow_intra_op_parallelism);
-        rc = start_error(&st);
-        goto done;
+/* Sets the log level and format (a bad format is a usage error, 255), then reports the arguments
+ * that matched no flag. */
+static int setup_logging(const tfs_server_flags *f, const char *argv0)
+{
+    tfs_status st;
+
+    tfs_log_set_level(f->verbosity);
+    if (tfs_server_log_format(f->log_format, &st) != TFS_OK)
+        return usage_error(argv0, st.msg);
+    for (int i = 0; i < f->n_unknown; i++)
+        TFS_LOG_WARN(LOG_MODULE, "unknown argument: %s (ignored; see --help)", f->unknown[i]);
+    return 0;
+}
+
+/* tfs_server_flags_check, with its exit code: 255 and the usage text, or 1. */
+static int validate_flags(tfs_server_flags *f, const char *argv0)
+{
+    tfs_status st;
+    bool       usage;
+
+    if (tfs_server_flags_check(f, &usage, &st) == TFS_OK)
+        return 0;
+    return usage ? usage_error(argv0, st.msg) : start_error(&st);
+}
+
+/* The device every model's sessions use (runtime/device.h). A GPU reserves its memory pool when
+ * the first model that runs on it loads. */
+static enum tfs_code setup_device(const tfs_server_flags *f, tfs_status *st)
+{
+    tfs_device_opts dev = tfs_device_opts_default();
+    char           *end = NULL;
+    const char     *frac = f->per_process_gpu_memory_fraction;
+
+    dev.memory_fraction = strtod(frac, &end);
+    dev.allow_tf32 = f->gpu_allow_tf32;
+    if (!*frac || *end)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT,
+                       "--per_process_gpu_memory_fraction=%s is not a number", frac);
+    if (tfs_device_parse(f->device, &dev.device, &dev.gpu_id, st) != TFS_OK ||
+        tfs_runtime_set_device(&dev, st) != TFS_OK) {
+        tfs_status_prefix(st, "--device=%s --per_process_gpu_memory_fraction=%s", f->device,
+                          frac);
+        return st->code;
     }
-    /* One intra-op pool for every model and request (runtime.h); before any model loads. */
-    tfs_runtime_set_num_threads(f.tensorflow_intra_op_parallelism > 4096
-                                    ? 4096 : (int)f.tensorflow_intra_op_parallelism);
+    if (dev.device != TFS_DEVICE_CPU) {
+        char why[256] = "";
+        int  n = tfs_runtime_gpu_count(why, sizeof why);
+        if (n > 0)
+            TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %d GPU%s present", f->device, n,
+                         n == 1 ? "" : "s");
+        else
+            TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %s%s", f->device, why,
+                         dev.device == TFS_DEVICE_AUTO ? ": models run on the CPU" : "");
+    }
+    return TFS_OK;
+}
+
+/* The process-wide settings every model load uses, so before any model loads: open-file limit,
+ * intra-op pool, largest tensor, device, metrics. */
+static enum tfs_code setup_process(const tfs_server_flags *f, tfs_status *st)
+{
+    raise_fd_limit(f->rest_api_port ? f->rest_max_connections : 0);
+
+    /* One intra-op pool for every model and request (runtime.h). */
+    tfs_runtime_set_num_threads(f->tensorflow_intra_op_parallelism > 4096
+                                    ? 4096 : (int)f->tensorflow_intra_op_parallelism);
     int intra = tfs_runtime_num_threads();
     TFS_LOG_INFO(LOG_MODULE, "intra-op parallelism: %d thread%s (--tensorflow_intra_op_parallelism="
                  "%lld%s); float GEMM kernels: %s", intra, intra == 1 ? "" : "s",
-                 (long long)f.tensorflow_intra_op_parallelism,
-                 f.tensorflow_intra_op_parallelism == 0 ? ": the CPUs" : "",
+                 (long long)f->tensorflow_intra_op_parallelism,
+                 f->tensorflow_intra_op_parallelism == 0 ? ": the CPUs" : "",
                  tfs_runtime_gemm_kernel());
 
-    /* The largest tensor anything may allocate (runtime.h); before any model loads. */
-    tfs_runtime_set_max_tensor_bytes((size_t)f.max_tensor_bytes);
+    /* The largest tensor anything may allocate (runtime.h). */
+    tfs_runtime_set_max_tensor_bytes((size_t)f->max_tensor_bytes);
     TFS_LOG_INFO(LOG_MODULE, "largest tensor: %zu bytes (--max_tensor_bytes=%lld%s)",
-                 tfs_runtime_max_tensor_bytes(), (long long)f.max_tensor_bytes,
-                 f.max_tensor_bytes == 0 ? ": half the memory" : "");
+                 tfs_runtime_max_tensor_bytes(), (long long)f->max_tensor_bytes,
+                 f->max_tensor_bytes == 0 ? ": half the memory" : "");
 
-    /* The device every model's sessions use (runtime/device.h); before any model loads. A GPU
-     * reserves its memory pool when the first model that runs on it loads. */
-    {
-        tfs_device_opts dev = tfs_device_opts_default();
-        char *end = NULL;
-        const char *frac = f.per_process_gpu_memory_fraction;
-        dev.memory_fraction = strtod(frac, &end);
-        dev.allow_tf32 = f.gpu_allow_tf32;
-        if (!*frac || *end) {
-            TFS_ERR(&st, TFS_INVALID_ARGUMENT,
-                    "--per_process_gpu_memory_fraction=%s is not a number", frac);
-            rc = start_error(&st);
-            goto done;
-        }
-        if (tfs_device_parse(f.device, &dev.device, &dev.gpu_id, &st) != TFS_OK ||
-            tfs_runtime_set_device(&dev, &st) != TFS_OK) {
-            tfs_status_prefix(&st, "--device=%s --per_process_gpu_memory_fraction=%s", f.device,
-                              frac);
-            rc = start_error(&st);
-            goto done;
-        }
-        if (dev.device != TFS_DEVICE_CPU) {
-            char why[256] = "";
-            int n = tfs_runtime_gpu_count(why, sizeof why);
-            if (n > 0)
-                TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %d GPU%s present", f.device, n,
-                             n == 1 ? "" : "s");
-            else
-                TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %s%s", f.device, why,
-                             dev.device == TFS_DEVICE_AUTO ? ": models run on the CPU" : "");
-        }
-    }
+    if (setup_device(f, st) != TFS_OK)
+        return st->code;
+    return tfs__metrics_configure(f, st);
+}
 
-    if (tfs__metrics_configure(&f, &st) != TFS_OK) {
-        rc = start_error(&st);
-        goto done;
-    }
-
-    /* Before any thread exists, so that every thread inherits the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
+/* Blocks SIGINT and SIGTERM for sigwait and forwards them from threads that do not block them (see
+ * the top of this file). Before any thread exists, so that every thread inherits the mask. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
     main_thread = pthread_self();
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     struct sigaction forward = {.sa_handler = forward_to_main, .sa_flags = SA_RESTART};
     sigemptyset(&forward.sa_mask);
     sigaction(SIGINT, &forward, NULL);
     sigaction(SIGTERM, &forward, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    /* --model_config_file replaces the single-model flags, as in TF Serving. */
-    tfs_model_config mc = {.name = f.model_name, .base_path = f.model_base_path,
-                           .platform = "tensorflow"};
-    const tfs_model_config *models = &mc;
-    int                     n_models = 1;
-    if (from_file) {
-        if (f.model_base_path && *f.model_base_path)
-            TFS_LOG_WARN(LOG_MODULE, "--model_config_file=%s given: --model_name and "
-                         "--model_base_path are ignored", f.model_config_file);
-        if (tfs__config_read_file(f.model_config_file, &config, &st) != TFS_OK) {
-            rc = start_error(&st);
-            goto done;
-        }
-        models = config->models;
-        n_models = config->n_models;
-        tfs__config_warn_base_paths(config, f.model_config_file);
-        if (n_models == 0)
-            TFS_LOG_WARN(LOG_MODULE, "%s lists no models: serving none", f.model_config_file);
+/* The loader's options from the flags; the warmup options it points at live in *wo. */
+static enum tfs_code loader_opts(const tfs_server_flags *f, tfs_warmup_opts *wo,
+                                 tfs_loader_opts *lo, tfs_status *st)
+{
+    *lo = tfs_loader_opts_default();
+    *wo = tfs_warmup_opts_default();
+    lo->tags = f->saved_model_tags;
+    lo->file_system_poll_wait_seconds = (double)f->file_system_poll_wait_seconds;
+    lo->allow_version_labels_for_unavailable_models =
+        f->allow_version_labels_for_unavailable_models;
+    lo->max_model_memory_bytes = f->max_model_memory_bytes;
+    lo->disable_graph_rewrites = !f->graph_rewrites;
+    lo->disable_session_run_timeout = !f->enforce_session_run_timeout;
+    lo->allow_file_ops_at_request_time = f->allow_file_ops_at_request_time;
+    if (f->enable_model_warmup) {
+        if (f->num_request_iterations_for_warmup > 0)
+            wo->num_request_iterations = (int)(f->num_request_iterations_for_warmup > 1000000
+                                                   ? 1000000
+                                                   : f->num_request_iterations_for_warmup);
+        lo->warmup = tfs_warmup_run;
+        lo->warmup_ctx = wo;
     }
-    tfs_loader_opts lo = tfs_loader_opts_default();
-    tfs_warmup_opts wo = tfs_warmup_opts_default();
-    lo.tags = f.saved_model_tags;
-    lo.file_system_poll_wait_seconds = (double)f.file_system_poll_wait_seconds;
-    lo.allow_version_labels_for_unavailable_models = f.allow_version_labels_for_unavailable_models;
-    lo.max_model_memory_bytes = f.max_model_memory_bytes;
-    lo.disable_graph_rewrites = !f.graph_rewrites;
-    lo.disable_session_run_timeout = !f.enforce_session_run_timeout;
-    lo.allow_file_ops_at_request_time = f.allow_file_ops_at_request_time;
-    if (f.enable_model_warmup) {
-        if (f.num_request_iterations_for_warmup > 0)
-            wo.num_request_iterations = (int)(f.num_request_iterations_for_warmup > 1000000
-                                                  ? 1000000 : f.num_request_iterations_for_warmup);
-        lo.warmup = tfs_warmup_run;
-        lo.warmup_ctx = &wo;
-    }
-    if (f.batching_parameters_file && *f.batching_parameters_file && !f.enable_batching) {
-        TFS_ERR(&st, TFS_INVALID_ARGUMENT, "--batching_parameters_file is set without setting "
-                "--enable_batching to true.");
-        rc = start_error(&st);
-        goto done;
-    }
-    if (f.enable_batching) {
-        lo.enable_batching = true;
-        lo.batching = tfs_batching_params_default();
-        if (f.batching_parameters_file && *f.batching_parameters_file &&
-            tfs__batching_read_file(f.batching_parameters_file, &lo.batching, &st) != TFS_OK) {
-            rc = start_error(&st);
-            goto done;
-        }
-        if (f.enable_per_model_batching_params)
-            lo.per_model_batching = tfs__batching_per_model;
-    } else if (f.enable_per_model_batching_params) {
+    if (f->enable_batching) {
+        lo->enable_batching = true;
+        lo->batching = tfs_batching_params_default();
+        if (*f->batching_parameters_file &&
+            tfs__batching_read_file(f->batching_parameters_file, &lo->batching, st) != TFS_OK)
+            return st->code;
+        if (f->enable_per_model_batching_params)
+            lo->per_model_batching = tfs__batching_per_model;
+    } else if (f->enable_per_model_batching_params) {
         TFS_LOG_WARN(LOG_MODULE, "--enable_per_model_batching_params has no effect without "
                      "--enable_batching");
     }
-    if (tfs_loader_new(models, n_models, &lo, &loader, &st) != TFS_OK) {
-        if (from_file && strncmp(st.msg, "batching", 8) != 0)
-            tfs_status_prefix(&st, "%s", f.model_config_file);
-        rc = start_error(&st);
-        goto done;
-    }
-    if (tfs_health_new(loader, &health, &st) != TFS_OK) {
-        rc = start_error(&st);
-        goto done;
-    }
-    if (from_file && f.model_config_file_poll_wait_seconds > 0 &&
-        tfs__config_poll_start(loader, f.model_config_file,
-                               (double)f.model_config_file_poll_wait_seconds, config, &poll,
-                               &st) != TFS_OK) {
-        rc = start_error(&st);
-        goto done;
-    }
+    return TFS_OK;
+}
 
-    tfs__metrics_set_loader(loader);
-    tfs__metrics_add_batching(loader);
+/* Reads the model list (--model_config_file replaces the single-model flags, as in TF Serving),
+ * loads the models and starts health reporting and the config poller. */
+static enum tfs_code start_models(const tfs_server_flags *f, started *s, tfs_status *st)
+{
+    bool                    from_file = *f->model_config_file;
+    tfs_model_config        mc = {.name = f->model_name, .base_path = f->model_base_path,
+                                  .platform = "tensorflow"};
+    const tfs_model_config *models = &mc;
+    int                     n_models = 1;
+    tfs_loader_opts         lo;
 
-    /* gRPC first, as tensorflow_model_server does; a port that cannot be bound is fatal. */
+    if (from_file) {
+        if (*f->model_base_path)
+            TFS_LOG_WARN(LOG_MODULE, "--model_config_file=%s given: --model_name and "
+                         "--model_base_path are ignored", f->model_config_file);
+        if (tfs__config_read_file(f->model_config_file, &s->config, st) != TFS_OK)
+            return st->code;
+        models = s->config->models;
+        n_models = s->config->n_models;
+        tfs__config_warn_base_paths(s->config, f->model_config_file);
+        if (n_models == 0)
+            TFS_LOG_WARN(LOG_MODULE, "%s lists no models: serving none", f->model_config_file);
+    }
+    if (loader_opts(f, &s->warmup, &lo, st) != TFS_OK)
+        return st->code;
+    if (tfs_loader_new(models, n_models, &lo, &s->loader, st) != TFS_OK) {
+        if (from_file && strncmp(st->msg, "batching", 8) != 0)
+            tfs_status_prefix(st, "%s", f->model_config_file);
+        return st->code;
+    }
+    if (tfs_health_new(s->loader, &s->health, st) != TFS_OK)
+        return st->code;
+    if (from_file && f->model_config_file_poll_wait_seconds > 0 &&
+        tfs__config_poll_start(s->loader, f->model_config_file,
+                               (double)f->model_config_file_poll_wait_seconds, s->config, &s->poll,
+                               st) != TFS_OK)
+        return st->code;
+    tfs__metrics_set_loader(s->loader);
+    tfs__metrics_add_batching(s->loader);
+    return TFS_OK;
+}
+
+/* gRPC first, as tensorflow_model_server does; a port that cannot be bound is fatal. */
+static enum tfs_code start_grpc(const tfs_server_flags *f, started *s, tfs_status *st)
+{
     tfs_grpc_opts go = tfs_grpc_opts_default();
-    go.port = (int)f.port;
-    go.num_cq_threads = (int)f.grpc_num_threads;
-    go.channel_args = f.grpc_channel_arguments;
-    go.health = health;
-    go.ssl_config_file = f.ssl_config_file;
+    go.port = (int)f->port;
+    go.num_cq_threads = (int)f->grpc_num_threads;
+    go.channel_args = f->grpc_channel_arguments;
+    go.health = s->health;
+    go.ssl_config_file = f->ssl_config_file;
     /* TF Serving sizes a thread pool with it; ours is --grpc_num_threads threads on one queue. */
     TFS_LOG_INFO(LOG_MODULE, "--grpc_max_threads=%lld accepted; serving gRPC with %d threads "
-                 "(--grpc_num_threads)%s%s", (long long)f.grpc_max_threads, go.num_cq_threads,
+                 "(--grpc_num_threads)%s%s", (long long)f->grpc_max_threads, go.num_cq_threads,
                  *go.channel_args ? ", channel arguments " : "", go.channel_args);
-    if (tfs_grpc_start(loader, &go, &grpc, &st) != TFS_OK) {
-        rc = start_error(&st);
-        goto done;
-    }
-    TFS_LOG_INFO(LOG_MODULE, "Running gRPC ModelServer at 0.0.0.0:%d ...", tfs_grpc_port(grpc));
-    if (f.rest_api_port != 0 && f.rest_api_port == f.port) {
-        TFS_LOG_ERROR(LOG_MODULE, "--rest_api_port cannot be the same as --port (%lld). Please use "
-                      "a different port for HTTP/REST API. Skipped exporting HTTP/REST API.",
-                      (long long)f.port);
-    } else if (f.rest_api_port != 0) {
-        tfs_rest_opts ro = tfs_rest_opts_default();
-        ro.port = (int)f.rest_api_port;
-        ro.num_threads = (int)f.rest_api_num_threads;
-        ro.timeout_ms = f.rest_api_timeout_in_ms;
-        ro.connection_timeout_s = (int)f.rest_connection_timeout_seconds;
-        ro.max_connections = (int)f.rest_max_connections;
-        ro.health = health;
-        ro.tls_cert_file = f.rest_api_ssl_cert_file;
-        ro.tls_key_file = f.rest_api_ssl_key_file;
-        if (tfs_rest_start(loader, &ro, &rest, &st) != TFS_OK) {
-            rc = start_error(&st);
-            goto done;
-        }
-        TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...",
-                     tfs_rest_port(rest));
-        if (*ro.tls_cert_file)
-            TFS_LOG_INFO(LOG_MODULE, "REST serves HTTPS only, with the certificate of %s",
-                         ro.tls_cert_file);
-        if (tfs__metrics_path())
-            TFS_LOG_INFO(LOG_MODULE, "Prometheus metrics at localhost:%d%s", tfs_rest_port(rest),
-                         tfs__metrics_path());
-    } else {
+    if (tfs_grpc_start(s->loader, &go, &s->grpc, st) != TFS_OK)
+        return st->code;
+    TFS_LOG_INFO(LOG_MODULE, "Running gRPC ModelServer at 0.0.0.0:%d ...", tfs_grpc_port(s->grpc));
+    return TFS_OK;
+}
+
+static enum tfs_code start_rest(const tfs_server_flags *f, started *s, tfs_status *st)
+{
+    if (f->rest_api_port == 0) {
         TFS_LOG_INFO(LOG_MODULE, "REST is off: pass --rest_api_port to serve it");
-        if (*f.rest_api_ssl_cert_file || *f.rest_api_ssl_key_file)
+        if (*f->rest_api_ssl_cert_file || *f->rest_api_ssl_key_file)
             TFS_LOG_WARN(LOG_MODULE, "--rest_api_ssl_cert_file/--rest_api_ssl_key_file have no "
                          "effect without --rest_api_port");
         if (tfs__metrics_path())
             TFS_LOG_WARN(LOG_MODULE, "Prometheus metrics are served on the REST port, which is "
                          "off: no metrics endpoint");
+        return TFS_OK;
     }
+    tfs_rest_opts ro = tfs_rest_opts_default();
+    ro.port = (int)f->rest_api_port;
+    ro.num_threads = (int)f->rest_api_num_threads;
+    ro.timeout_ms = f->rest_api_timeout_in_ms;
+    ro.connection_timeout_s = (int)f->rest_connection_timeout_seconds;
+    ro.max_connections = (int)f->rest_max_connections;
+    ro.health = s->health;
+    ro.tls_cert_file = f->rest_api_ssl_cert_file;
+    ro.tls_key_file = f->rest_api_ssl_key_file;
+    if (tfs_rest_start(s->loader, &ro, &s->rest, st) != TFS_OK)
+        return st->code;
+    TFS_LOG_INFO(LOG_MODULE, "Exporting HTTP/REST API at:localhost:%d ...", tfs_rest_port(s->rest));
+    if (*ro.tls_cert_file)
+        TFS_LOG_INFO(LOG_MODULE, "REST serves HTTPS only, with the certificate of %s",
+                     ro.tls_cert_file);
+    if (tfs__metrics_path())
+        TFS_LOG_INFO(LOG_MODULE, "Prometheus metrics at localhost:%d%s", tfs_rest_port(s->rest),
+                     tfs__metrics_path());
+    return TFS_OK;
+}
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    tfs_drain_opts dopts = {.delay_seconds = f.drain_delay_seconds,
-                            .timeout_seconds = f.drain_timeout_seconds};
+/* Waits for the first SIGTERM/SIGINT and drains (drain.c). Returns the exit code; does not
+ * return when requests may still be running on other threads, since nothing may be freed under
+ * them. */
+static int wait_and_drain(const tfs_server_flags *f, const started *s, sigset_t *sigs)
+{
+    int            sig = 0;
     bool           exit_now = false;
-    rc = tfs_server_drain(health, rest, grpc, &sigs, sig, &dopts, &exit_now);
+    tfs_drain_opts dopts = {.delay_seconds = f->drain_delay_seconds,
+                            .timeout_seconds = f->drain_timeout_seconds};
+
+    sigwait(sigs, &sig);
+    int rc = tfs_server_drain(s->health, s->rest, s->grpc, sigs, sig, &dopts, &exit_now);
     if (exit_now) {
-        /* Requests may still run on other threads: nothing may be freed under them. */
         fflush(NULL);
         _exit(rc);
     }
+    return rc;
+}
 
-done:
-    /* The config poller and the front ends first (no request may hold a servable, no reload may
-     * be running), then the loader. */
-    tfs__config_poll_stop(poll);
-    tfs_grpc_stop(grpc);
-    tfs_rest_stop(rest);
+/* The config poller and the front ends first (no request may hold a servable, no reload may be
+ * running), then the loader. */
+static void stop_all(started *s, int rc)
+{
+    tfs__config_poll_stop(s->poll);
+    tfs_grpc_stop(s->grpc);
+    tfs_rest_stop(s->rest);
     tfs__metrics_shutdown();   /* flushes the access log; forgets the loader before it goes */
-    tfs_health_free(health);
-    tfs_loader_free(loader);
-    tfs__config_free(config);
-    if (grpc || rest)
+    tfs_health_free(s->health);
+    tfs_loader_free(s->loader);
+    tfs__config_free(s->config);
+    if (s->grpc || s->rest)
         TFS_LOG_INFO(LOG_MODULE, "shutdown complete; exiting with status %d", rc);
+}
+
+int main(int argc, char **argv)
+{
+    tfs_server_flags f;
+    tfs_status       st;
+    started          s = {0};
+    sigset_t         sigs;
+    int              rc = 0;
+
+    if (!parse_flags(argc, argv, &f, &rc) || (rc = setup_logging(&f, argv[0])) != 0 ||
+        (rc = validate_flags(&f, argv[0])) != 0)
+        goto done;
+    if (setup_process(&f, &st) != TFS_OK)
+        goto fail;
+    block_signals(&sigs);
+    if (start_models(&f, &s, &st) != TFS_OK || start_grpc(&f, &s, &st) != TFS_OK ||
+        start_rest(&f, &s, &st) != TFS_OK)
+        goto fail;
+    rc = wait_and_drain(&f, &s, &sigs);
+    goto done;
+
+fail:
+    rc = start_error(&st);
+done:
+    stop_all(&s, rc);
     tfs_server_flags_deinit(&f);
     return rc;
 }

@@ -84,8 +84,18 @@ typedef struct tfs_server_flags {
 /* Fills *f with the defaults, then applies argv[1..argc-1]. Unknown arguments are collected in
  * f->unknown (TF Serving reports them and still starts). A value that does not parse for its flag
  * is INVALID_ARGUMENT "Couldn't interpret value X for flag NAME." A missing --model_base_path is
- * not checked here (--version and --help do not need it). On failure *f is still safe to deinit. */
+ * not checked here (--version and --help do not need it; tfs_server_flags_check does). On failure
+ * *f is still safe to deinit. */
 enum tfs_code tfs_server_flags_parse(int argc, char **argv, tfs_server_flags *f, tfs_status *st);
+/* Checks the parsed values (main calls it after --help and --version): each numeric flag against
+ * its range in the flag table (INVALID_ARGUMENT "--NAME=VALUE is not in [MIN, MAX]"), then the
+ * rules between flags: a model source is given, --rest_max_connections is at least
+ * --rest_api_num_threads and the REST certificate and key come together (with REST on),
+ * --batching_parameters_file needs --enable_batching. *usage is set when the error is the
+ * missing model source, which tensorflow_model_server answers with its usage text.
+ * --rest_api_port equal to --port is logged as an error and turns REST off in *f
+ * (tensorflow_model_server starts without REST then). */
+enum tfs_code tfs_server_flags_check(tfs_server_flags *f, bool *usage, tfs_status *st);
 void          tfs_server_flags_deinit(tfs_server_flags *f);   /* NULL-safe */
 /* Writes the usage text, generated from the flag table, to out. */
 void          tfs_server_flags_usage(FILE *out, const char *argv0);

@@ -27,7 +27,7 @@
 #define MAX_GPUS 16
 /* cuBLAS + cuDNN workspace per executor: an eighth of the pool's share of each executor, from
  * 16 to 512 MiB. cuDNN's faster convolution algorithms need it: on an H200, ResNet-50 at batch
- * 256 ran at 300 ms a batch with 64 MiB and 253 ms with 512 MiB. */
+ * 256 ran faster with 512 MiB than with 64 MiB (figures in bench/README.md). */
 #define WORKSPACE_MIN ((size_t)16 << 20)
 #define WORKSPACE_MAX ((size_t)512 << 20)
 #define STAGING_BYTES ((size_t)16 << 20)     /* pinned host memory per executor */

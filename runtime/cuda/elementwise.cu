@@ -8,9 +8,9 @@
  * Memory-bound, so the per-channel kernels (bias + activation, batch norm) and same-shape binary
  * ops take 4 floats a thread (float4 loads) where the channel count and the pointers allow it,
  * with 32-bit indices where the tensor has under 2^31 elements: on an H200 the scalar int64
- * versions ran ResNet-50's BatchNorm, Relu and Add 1.6-1.9x slower than PyTorch's kernels (ncu,
- * batch 256). The channel of an element is i % c, one integer division each, hence the float4's
- * one division for four elements. */
+ * versions ran ResNet-50's BatchNorm, Relu and Add well behind PyTorch's kernels (ncu; figures
+ * in bench/README.md). The channel of an element is i % c, one integer division each, hence
+ * the float4's one division for four elements. */
 #include <stdint.h>
 
 #include "runtime/cuda/stream-impl.h"

@@ -88,10 +88,10 @@ __global__ static void pad_nhwc(const float *x, float *xp, int n, int h, int w, 
  * on the real buffers (y is written, then overwritten by the call itself) with the stream's
  * workspace, so nothing is allocated. With TF32 off, tensor-core algorithms are passed over and
  * the descriptor stays CUDNN_FMA_MATH; with TF32 allowed it takes the math type cuDNN reports.
- * Measuring, not the heuristics' first pick: on an H200, ResNet-50 at batch 1 ran at 6.3 ms a
- * batch with measured picks against 10.0 ms with the heuristics' (batch 8: 9.0 against 12.4 ms;
- * batch 64 and 256 the same within noise). The cost is the first call of each geometry on each
- * stream: ResNet-50's first batch of 1 took 335 ms, the next 9 ms. Where the measurement fails
+ * Measuring, not the heuristics' first pick: on an H200, ResNet-50 at batch 1 and 8 ran much
+ * faster with measured picks (batch 64 and 256 the same within noise). The cost is the first
+ * call of each geometry on each stream, which takes many times a batch's usual time (figures:
+ * bench/README.md, "Figures from source comments"). Where the measurement fails
  * (it may run out of workspace), the heuristics' order is taken instead. */
 static int pick_algo(tfs_cuda_stream *s, const float *x, const float *filt, float *y,
                      cudnnConvolutionFwdAlgo_t *algo, cudnnMathType_t *math, tfs_cuda_status *cs)

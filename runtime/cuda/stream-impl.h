@@ -19,7 +19,7 @@ extern "C" {
 /* A convolution algorithm chosen for one geometry (nn.cu), so the choice is made once per shape
  * and stream rather than once per call. Entries are replaced round-robin, so the cache must hold
  * a model's whole set: ResNet-50 has over 16 geometries a batch size, and with 16 entries every
- * call missed (an H200 ran it at batch 1 in 59.6 ms a batch, 13.8 ms with this size). */
+ * call missed, several times slower than with this size (an H200; bench/README.md). */
 #define TFS_CUDA_CONV_CACHE 256
 typedef struct tfs_cuda_conv_choice {
     bool                      used;

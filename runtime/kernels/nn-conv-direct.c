@@ -15,27 +15,23 @@
  * row is shorter than DIRECT_MIN_KROW floats, or when the filter, read in place, would not stay in
  * L2 between its uses (DIRECT_MIN_ROWS_PER_THREAD). Even a first layer on one
  * channel (5x5, 28x28x1 -> 32: five k steps per write of the tile) runs faster this way than
- * through im2col and the GEMM: the small CNN's inference +4-5 % at batch 1, 8 and 64. So does
- * ResNet-50's 7x7 stride-2 first layer on 3 channels (k = 21 per call): at batch 8 11.6-12.9
- * against 13.4-14.0 ms, at batch 1 1.43 against 1.53 ms (in-process A/B); a strided window reads
- * more input per output row, though, and its 3x3x128 stride-2 layer (590 KB filter) gained
- * nothing at batch 8 (11.2-11.8 against 11.3), so strided convolutions take this path only with
- * filters of a quarter of L2 or less.
+ * through im2col and the GEMM, and so does ResNet-50's 7x7 stride-2 first layer on 3 channels
+ * (k = 21 per call); a strided window reads more input per output row, though, and ResNet-50's
+ * 3x3x128 stride-2 layer (590 KB filter) gained nothing, so strided convolutions take this path
+ * only with filters of a quarter of L2 or less. (Figures for this comment and the others in this
+ * file: bench/README.md, "Figures from source comments".)
  *   A filter over a quarter of L2 that is a Const's value is read instead from a packed copy kept
  * on its tensor (tfs__gemm_whole_k_panels: per panel of NR columns all its rows, contiguous),
- * which streams from L3 as the GEMM's panels do. In-process A/B on ResNet-50 (2 threads):
- * its 3x3x256 and strided 3x3x128/256 layers then skip the patches, batch 8 327 -> 323 ms,
- * batch 1 41.7 -> 41.4 ms; its 3x3x128 layers (590 KB) read packed instead of in place 0.15-0.33
- * ms faster each at batch 8; but its 3x3x64 ones (147 KB) 0.16-0.32 ms slower, so a filter
- * of a quarter of L2 or less is still read in place.
+ * which streams from L3 as the GEMM's panels do: ResNet-50's 3x3x256 and strided 3x3x128/256
+ * layers then skip the patches, and its 3x3x128 layers (590 KB) run faster read packed than in
+ * place; but its 3x3x64 ones (147 KB) run slower, so a filter of a quarter of L2 or less is
+ * still read in place.
  *   The output rows are done in blocks of up to ROWS_PER_BLOCK rows of one image, which lanes
  * (one per thread) claim from a counter. A lane first copies the padded input rows its block's
  * windows cover into a buffer of its own, which then stays in L2 while every filter panel reads
  * it. One padded copy of the whole input before the convolution (as this file first did) was a
- * pass of its own through memory once the tensors outgrew L3: ResNet-50 at batch 64 spent
- * 1213-1223 ms in its 3x3 layers and 98-100 in its first layer that way, 1118-1148 and 86-90
- * this way (processes alternated; the whole net 2.60-2.62 -> 2.50-2.56 s; batch 1 and 8 alike
- * within the noise).
+ * pass of its own through memory once the tensors outgrew L3 (ResNet-50 at batch 64 ran slower
+ * that way; at batch 1 and 8 the two were alike within the noise).
  *   Each output element is one kernel call's fixed sequence, whichever thread runs it and however
  * the output rows are split, so the bits do not depend on the thread count. They are the im2col
  * GEMM's (the same order of k) where that sums k in one block (up to 512), and differ from them
@@ -59,11 +55,10 @@
  * follow them), so a filter read in place takes the direct path only while it stays in L2
  * between blocks (a larger Const's is read packed instead, see above): always when it takes at
  * most a quarter of L2, and up to all of L2 when each thread has at least this many output rows
- * to share a filter read between. Measured on ResNet-50 (Zen 4,
- * 1 MiB L2, 2 threads), direct against im2col: 3x3x256 (2.4 MB filter) at batch 1 1.73 against
- * 1.15 ms and at batch 8 9.45 against 9.15 ms; 3x3x128 (590 KB) at batch 1, 14 rows a thread,
- * 1.28 against 1.19 ms, at batch 8 9.1 against 10.3 ms; 3x3x64 (147 KB) and the small CNN's
- * 5x5x32x64 (204 KB) faster direct at every batch. */
+ * to share a filter read between. On ResNet-50 (Zen 4, 1 MiB L2, 2 threads) direct lost to
+ * im2col for 3x3x256 (2.4 MB filter) at batch 1 and 8 and for 3x3x128 (590 KB) at batch 1 (14
+ * rows a thread), and won for 3x3x128 at batch 8; 3x3x64 (147 KB) and the small CNN's 5x5x32x64
+ * (204 KB) were faster direct at every batch. */
 #define DIRECT_MIN_ROWS_PER_THREAD 32
 
 /* This CPU's L2 per core (glibc reads it from cpuid); 1 MiB when it cannot tell. */
@@ -111,13 +106,12 @@ enum tfs_nn_direct tfs__nn_conv2d_direct_choice(const tfs_nn_geom *g, int64_t ou
     double l2 = (double)l2_bytes();
     double rows_per_thread = (double)g->batch * (double)g->out_h / tfs__parallel_threads();
     /* Tiles are cut from one output row, so a row shorter than the micro-kernel's MR gives short
-     * tiles, each of which reads its filter panel for few pixels. Read in place, that was slow
-     * (ResNet-50's 7x7x512 3x3 convolutions at batch 8: 193 GFLOP/s against 323 for im2col and
-     * the GEMM). From a packed Const filter, with a block of ROWS_PER_BLOCK rows per thread to
-     * share each panel read, it is faster than im2col: those layers at batch 8 9.35 against
-     * 9.99 ms (median of 9, processes alternated); at batch 1 (3.5 rows a thread) it was slower,
-     * 1.5-1.7 against 1.23-1.31 ms. (Two 7-pixel rows to a 14-row tile, the AVX-512 kernel's
-     * second row pointer on the next row, were slower still: 10.1-10.4 against 9.3-10.0 ms.) */
+     * tiles, each of which reads its filter panel for few pixels. Read in place, that was far
+     * slower than im2col and the GEMM (ResNet-50's 7x7x512 3x3 convolutions). From a packed
+     * Const filter, with a block of ROWS_PER_BLOCK rows per thread to share each panel read, it
+     * is faster than im2col at batch 8; at batch 1 (3.5 rows a thread) it was slower. (Two
+     * 7-pixel rows to a 14-row tile, the AVX-512 kernel's second row pointer on the next row,
+     * were slower still.) */
     if (g->out_w < tfs__gemm_kernel()->mr)
         return filter > l2 / 4 && filter_const && rows_per_thread >= ROWS_PER_BLOCK
                    ? TFS_NN_DIRECT_PACKED
@@ -208,10 +202,9 @@ static void direct_block(const direct_job *j, int64_t blk, float *buf)
     bool packed = j->packed != NULL;
     /* Each tile sums all its filter rows in registers: A in k_h segments, one input row apart,
      * of k_w * in_c steps each (the filter's rows follow one another in B). Filter row by filter
-     * row instead (a call per row, C stored and reloaded between), ResNet-50's 7x7/2 first layer
-     * (21 steps per row) took 11.7 against 10.0 ms at batch 8 (in-process A/B), its 3x3x64
-     * layers 9.0 against 8.8. A was just copied, so no tile asks for the next one's
-     * (prefetch_a on the first panel: no difference in an in-process A/B at batch 1 and 8). */
+     * row instead (a call per row, C stored and reloaded between) was slower, most on
+     * ResNet-50's 7x7/2 first layer (21 steps per row). A was just copied, so no tile asks for
+     * the next one's (prefetch_a on the first panel made no difference). */
     tfs_gemm_tile t = {.a_rs = g->stride_w * g->in_c, .a_cs = 1, .b_rs = packed ? K->nr : oc,
                        .ldc = oc, .kc = krow, .b_padded = packed, .alpha = 1.0f, .beta = 0.0f,
                        .n_seg = (int)g->k_h, .a_seg = ld};
@@ -253,9 +246,7 @@ static void direct_lanes(void *arg, int64_t l0, int64_t l1)
  * fewest rounds of blocks times their rows), the most among equals (each block reads the whole
  * filter). A lane with one block more than the others holds them all up: cut into blocks of 4
  * and 2 rows, ResNet-50's 28 and 14 rows at batch 1 made 7 blocks for 2 lanes, and its 3x3x128
- * and 3x3x256 layers took 1.25-1.31 ms against ONNX Runtime's 1.09-1.13 (profiled); in blocks of
- * 7 rows, 1.05-1.10 ms. The whole net at batch 1 41.7 -> 39.3-40.2 ms, the small CNN 0.22-0.25
- * -> 0.21-0.22 ms (processes alternated); batch 8 and 64 alike within the noise. */
+ * and 3x3x256 layers ran slower than ONNX Runtime's; in blocks of 7 rows, faster. */
 static int64_t block_size(int64_t batch, int64_t out_h, int64_t lanes)
 {
     int64_t best = 1, best_rows = -1;
@@ -291,11 +282,10 @@ bool tfs__nn_conv2d_direct(const tfs_nn_geom *g, const float *in, const float *f
     /* A filter of at most a quarter of L2, read in place (tfs__nn_conv2d_direct_choice), stays
      * in L2: then each tile runs every filter panel in turn, so the output is written in runs
      * of whole pixels (3.5 KB for 14 pixels of 64 channels) instead of a panel's 128 bytes of
-     * each pixel, 256 bytes apart, panel after panel. In-process A/B on ResNet-50 at batch 64
-     * (4 profiles of 8-9 runs each way): its 7x7/2 first layer -3.4, -4.4, -2.7 and 0.0 ms of
-     * 72-75, its 3x3x64 layers -0.4 to -1.7 ms (one +1.0) of 67-70; at batch 1 and 8 the same
-     * within 1 %. Larger filters, read packed, gained nothing so (the 3x3x128 layers), or lost
-     * (the 3x3x256 ones, 2.4 MB, 1.6-2.2 ms: each tile's panels then come from L3). */
+     * each pixel, 256 bytes apart, panel after panel: a small gain on ResNet-50's 7x7/2 first
+     * layer and 3x3x64 layers at batch 64, none at batch 1 and 8. Larger filters, read packed,
+     * gained nothing so (the 3x3x128 layers), or lost (the 3x3x256 ones, 2.4 MB: each tile's
+     * panels then come from L3). */
     j.tile_major = !packed && filter_bytes(g, out_c) <= (double)l2_bytes() / 4;
     j.blk_rows = block_size(g->batch, g->out_h, lanes);
     j.blocks_per_image = (g->out_h + j.blk_rows - 1) / j.blk_rows;

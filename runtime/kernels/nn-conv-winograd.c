@@ -10,10 +10,9 @@
  * transformed filter. So 16 * in_c * out_c multiply-adds per 4 output pixels instead of
  * 9 * 4 * in_c * out_c: 2.25 times fewer, done by the GEMM's micro-kernel (gemm-impl.h) at its
  * speed, for a pass of transforms on either side that costs far less (additions only, the
- * filter's done once). ResNet-50 on 2 threads (in-process profile, 20-30 runs): its stride-1 3x3
- * layers at batch 8 8.2-8.9 -> 4.6-6.1 ms each (64 channels 5.5-5.6, 128 5.2-5.3, 256
- * 4.6-4.8, 512 6.1); bench/infer_vs_peers.sh's p50 per run at batch 1, 8 and 64 40.3, 309 and
- * 2475 ms -> 34, 269 and 2126 ms.
+ * filter's done once). ResNet-50's stride-1 3x3 layers, and the whole net at batch 1, 8 and 64,
+ * run faster this way than by the direct path (figures for this comment and the others in this
+ * file: bench/README.md, "Figures from source comments").
  *   U is made once per filter, on first use, and kept on the filter's tensor (wino_packed), already
  * cut into the kernel's zero-padded panels of NR columns: [16][panel][in_c][NR]. The tiles are
  * done in blocks of at most BLOCK_TILES, which lanes (one per thread) claim from a counter; a lane
@@ -65,8 +64,8 @@ bool tfs__nn_conv2d_winograd_ok(const tfs_nn_geom *g, int64_t out_c, bool filter
         return false;
     /* Tiles enough for two full 14-row tiles of the kernel: with fewer, its short tiles (and,
      * at 7x7, the tiles' pixels that fall outside) waste more than the transforms save.
-     * ResNet-50 at batch 1, 2 threads: its 14x14x256 layers (49 tiles) 1.02 -> 0.59-0.72 ms
-     * each; its 7x7x512 ones (16 tiles) stay direct. */
+     * ResNet-50 at batch 1: its 14x14x256 layers (49 tiles) gain; its 7x7x512 ones (16 tiles)
+     * stay direct. */
     int64_t tiles = g->batch * ((g->out_h + 1) / 2) * ((g->out_w + 1) / 2);
     return tiles >= 28;
 }
@@ -143,8 +142,8 @@ typedef struct wino_job {
 
 /* (B^T d) B from s = B^T d, along its columns, into V_0..V_15 (vs floats apart) at v. Each row
  * is computed into locals, then stored a row at a time: computed straight into V's rows, whose
- * distinctness GCC cannot tell, it was done a float at a time (ResNet-50's 64-channel layers
- * spent 1.5 of their 6.1 ms in this transform). */
+ * distinctness GCC cannot tell, it was done a float at a time (a large share of the time
+ * of ResNet-50's 64-channel layers went to this transform). */
 static inline void transform_rows(const float s[4][4][CH], float *v, int64_t vs)
 {
     for (int y = 0; y < 4; y++) {
@@ -351,8 +350,8 @@ bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_te
     int64_t lanes = tfs__parallel_threads();
     /* Each block reads all of U: with a U past L2 (in_c * out_c * 64 bytes), from L3 or memory
      * once per block, so blocks grow with it, up to 4 x BLOCK_TILES (ResNet-50's 512-channel
-     * layers, U 16.8 MB, at batch 8: 6.1 -> 5.85 ms with one block per lane instead of two,
-     * before the lanes could share a block; they now do, below). */
+     * layers, U 16.8 MB, gained with one block per lane instead of two, before the lanes could
+     * share a block; they now do, below). */
     double u_bytes = 64.0 * (double)g->in_c * (double)out_c;
     int64_t most = u_bytes >= 8e6 ? 4 * BLOCK_TILES : u_bytes >= 2e6 ? 2 * BLOCK_TILES
                                                                      : BLOCK_TILES;
@@ -366,7 +365,7 @@ bool tfs__nn_conv2d_winograd(const tfs_nn_geom *g, const float *in, const tfs_te
         /* Too few tiles for a full block per lane: fewer blocks, whose output channels the
          * lanes share (each transforms the block's input: that costs less than every lane
          * reading all of U). ResNet-50 at batch 1: its 14x14x256 layers, 49 tiles, one block
-         * on both lanes (above); at batch 8 its 7x7x512 ones, 128 tiles, 6.1 ms either way,
+         * on both lanes (above); at batch 8 its 7x7x512 ones, 128 tiles, as fast either way,
          * with U (16.8 MB) read once instead of once per lane. */
         j.n_blocks = (j.n_tiles + most - 1) / most;
         j.n_groups = (lanes + j.n_blocks - 1) / j.n_blocks;

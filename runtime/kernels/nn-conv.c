@@ -263,7 +263,7 @@ enum tfs_code tfs__nn_conv2d(tfs_kernel_ctx *k, tfs_nn_rows_fn rows_fn, void *ar
     tfs_tensor *out = NULL;
     /* Over the added tensor itself where the GEMM writes each element once, after reading the
      * added one: ResNet-50's residual 1x1 layers then read and write their 12.8-25.7 MB at batch
-     * 8 in one stream instead of two, 7.4 -> 4.8 ms for 64 -> 256 (in-process A/B). Not on the
+     * 8 in one stream instead of two, which is faster (bench/README.md). Not on the
      * direct path nor Winograd's, which fall back to the patches (k in blocks, maybe) when their
      * lanes' buffers cannot be allocated. */
     if (side_input >= 0 && T == TFS_DTYPE_FLOAT && epi && epi->side && !direct_path && !wino &&

@@ -20,11 +20,11 @@
  * FusedBatchNorm, Add and activation kernels, so a fused node computes the same bits as the nodes
  * it replaces (float addition is commutative, so the side of the Add the product was on does not
  * matter). A bias, an added tensor of the output's own shape and Relu or Relu6 go into the GEMM
- * (tfs_gemm_epi), whose micro-kernel applies them to each value before storing it: ResNet-50's
- * inference at batch 8 355 against 364 ms, at batch 1 43.1 against 43.7 ms (in-process A/B,
- * 12 s each), since the outputs are not read back and written again. A batch norm, Elu or
- * LeakyRelu takes a pass over the output rows instead: Conv2D's per chunk of rows right after
- * that chunk's GEMM (still in cache; tfs__nn_conv2d), MatMul's after its one GEMM, split over rows
+ * (tfs_gemm_epi), whose micro-kernel applies them to each value before storing it, which is
+ * faster (ResNet-50's inference; figures in bench/README.md) since the outputs are not read
+ * back and written again. A batch norm, Elu or LeakyRelu takes a pass over the output rows
+ * instead: Conv2D's per chunk of rows right after that chunk's GEMM (still in cache;
+ * tfs__nn_conv2d), MatMul's after its one GEMM, split over rows
  * with tfs__parallel_for. An added tensor of any other shape (one that broadcasts) takes the
  * general route: the product with its bias first, then Add's broadcasting into a new output,
  * then the activation.

@@ -34,9 +34,10 @@
 
 /* A x B^T with a few dozen rows and many more columns, e.g. a dense layer's input gradient
  * dY [64, 1024] x W^T (W [3136, 1024]): tfs__sgemm would pack all of B transposed for five row
- * slivers; the transposed product C^T = B x A^T reads B row-wise and packs only the small A, 1.4x
- * faster on that shape even with the transposition of C^T into C. Same bits: each element is the
- * same chain of products over k in the same order (a * b = b * a, exactly, fused or not). */
+ * slivers; the transposed product C^T = B x A^T reads B row-wise and packs only the small A,
+ * faster on that shape even with the transposition of C^T into C (figure in bench/README.md).
+ * Same bits: each element is the same chain of products over k in the same order (a * b = b * a,
+ * exactly, fused or not). */
 #define TRANSPOSED_MIN_M 32
 #define TRANSPOSED_MAX_M 128
 

@@ -123,6 +123,67 @@ START_TEST(test_flags_bad_values)
 }
 END_TEST
 
+/* tfs_server_flags_check's rules between flags (the ranges are tested on the binary by
+ * flags_bounds_test.py): the message, and whether it is a usage error. */
+START_TEST(test_flags_check_rules)
+{
+#define M "--model_base_path=/m"
+    struct {
+        const char *args[5];
+        const char *msg;   /* NULL: accepted */
+        bool        usage;
+    } cases[] = {
+        {{"--model_name=m"}, "Both --model_base_path and --model_config_file are empty", true},
+        {{"--model_config_file=/c"}, NULL, false},
+        {{M, "--rest_api_port=8501", "--rest_max_connections=3", "--rest_api_num_threads=4"},
+         "--rest_max_connections=3 is not in [--rest_api_num_threads (4), 1000000]", false},
+        /* REST off: its connection limit and certificate do not matter */
+        {{M, "--rest_max_connections=3", "--rest_api_num_threads=4", "--rest_api_ssl_cert_file=c"},
+         NULL, false},
+        {{M, "--rest_api_port=8501", "--rest_api_ssl_cert_file=c"},
+         "--rest_api_ssl_key_file is missing", false},
+        {{M, "--rest_api_port=8501", "--rest_api_ssl_key_file=k"},
+         "--rest_api_ssl_cert_file is missing", false},
+        {{M, "--rest_api_port=8501", "--rest_api_ssl_cert_file=c", "--rest_api_ssl_key_file=k"},
+         NULL, false},
+        {{M, "--batching_parameters_file=/b"}, "--batching_parameters_file is set without "
+         "setting --enable_batching to true.", false},
+        {{M, "--batching_parameters_file=/b", "--enable_batching"}, NULL, false},
+        {{M, "--grpc_num_threads=65"}, "--grpc_num_threads=65 is not in [1, 64]", false},
+    };
+#undef M
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[6] = {"tfserve"};
+        int   argc = 1;
+        for (int j = 0; j < 5 && cases[i].args[j]; j++)
+            argv[argc++] = (char *)cases[i].args[j];
+        tfs_server_flags f = parse_ok(argc, argv);
+        tfs_status       st;
+        bool             usage = !cases[i].usage;
+        enum tfs_code    code = tfs_server_flags_check(&f, &usage, &st);
+        if (cases[i].msg) {
+            ck_assert_msg(code == TFS_INVALID_ARGUMENT && strstr(st.msg, cases[i].msg),
+                          "case %zu: %s", i, st.msg);
+            ck_assert_msg(usage == cases[i].usage, "case %zu: usage %d", i, usage);
+        } else {
+            ck_assert_msg(code == TFS_OK, "case %zu: %s", i, st.msg);
+        }
+        tfs_server_flags_deinit(&f);
+    }
+
+    /* --rest_api_port equal to --port: REST is skipped (logged), not an error */
+    char            *argv[] = {"tfserve", "--model_base_path=/m", "--port=9000",
+                               "--rest_api_port=9000"};
+    tfs_server_flags f = parse_ok(4, argv);
+    tfs_status       st;
+    bool             usage;
+    ck_assert_int_eq(tfs_server_flags_check(&f, &usage, &st), TFS_OK);
+    ck_assert_int_eq(f.rest_api_port, 0);
+    ck_assert_int_eq(f.port, 9000);
+    tfs_server_flags_deinit(&f);
+}
+END_TEST
+
 START_TEST(test_flags_unknown_arguments)
 {
     /* reported and ignored: a non-bool flag without "=", a flag we lack, a single dash, a word */
@@ -176,6 +237,7 @@ Suite *suite_server_flags(void)
     tcase_add_test(tc, test_flags_values);
     tcase_add_test(tc, test_flags_bools);
     tcase_add_test(tc, test_flags_bad_values);
+    tcase_add_test(tc, test_flags_check_rules);
     tcase_add_test(tc, test_flags_unknown_arguments);
     tcase_add_test(tc, test_flags_usage_and_version);
     suite_add_tcase(s, tc);
