@@ -1,8 +1,8 @@
-/* CPU kernels of StaticRegexReplace, RegexReplace and StaticRegexFullMatch: RE2 itself does the
- * matching (kernels/regex-impl.h), with the options TensorFlow's kernels use, so every pattern
- * TensorFlow accepts works here and means the same: RE2 syntax (named groups (?P<name>...), flags
- * (?i) (?s) (?m) (?U), Unicode classes \pL \p{Greek}, [[:alpha:]], \Q...\E, {n,m} up to 1000, lazy
- * quantifiers), leftmost-first matching, UTF-8 text.
+/* CPU kernels of StaticRegexReplace, RegexReplace, StaticRegexFullMatch and RegexFullMatch: RE2
+ * itself does the matching (kernels/regex-impl.h), with the options TensorFlow's kernels use, so
+ * every pattern TensorFlow accepts works here and means the same: RE2 syntax (named groups
+ * (?P<name>...), flags (?i) (?s) (?m) (?U), Unicode classes \pL \p{Greek}, [[:alpha:]], \Q...\E,
+ * {n,m} up to 1000, lazy quantifiers), leftmost-first matching, UTF-8 text.
  *
  * TensorFlow's behaviour kept exactly:
  *  - a pattern RE2 refuses is INVALID_ARGUMENT "Invalid pattern: PATTERN, error: RE2'S MESSAGE"
@@ -11,7 +11,7 @@
  *    \0-\9 and \\, and TensorFlow does not check it first: RE2 leaves the text as it was for a
  *    group the pattern lacks, and for another bad escape cuts each match's rewrite there
  *    (GlobalReplace) or leaves the text as it was (Replace);
- *  - the pattern and rewrite inputs of RegexReplace must be scalars
+ *  - the pattern and rewrite inputs of RegexReplace / RegexFullMatch must be scalars
  *    ("Pattern must be scalar, but received [2]").
  * Linear time in the text whatever the pattern (RE2 has no backtracking), and each compiled
  * pattern's memory is bounded by RE2's max_mem (TFS_REGEX_MAX_MEM, 8 MiB, as in TensorFlow).
@@ -102,7 +102,7 @@ static enum tfs_code run_regex(tfs_kernel_ctx *k, const tfs_string *pattern,
     return TFS_OK;
 }
 
-/* Input i of RegexReplace, a string scalar; TensorFlow's message otherwise. */
+/* Input i of RegexReplace / RegexFullMatch, a string scalar; TensorFlow's message otherwise. */
 static enum tfs_code scalar_input(tfs_kernel_ctx *k, int i, const char *what,
                                   const tfs_string **out, tfs_status *st)
 {
@@ -168,4 +168,17 @@ enum tfs_code tfs__k_static_regex_full_match(tfs_kernel_ctx *k, tfs_status *st)
         return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT,
                              "expects 1 input and a string attr pattern");
     return run_regex(k, &pat, NULL, false, st);
+}
+
+/* RegexFullMatch(input, pattern) -> bool. */
+enum tfs_code tfs__k_regex_full_match(tfs_kernel_ctx *k, tfs_status *st)
+{
+    if (k->n_in != 2)
+        return tfs__node_err(k->node, st, TFS_INVALID_ARGUMENT, "expects 2 inputs, got %d",
+                             k->n_in);
+    const tfs_string *pat;
+    enum tfs_code rc = scalar_input(k, 1, "Pattern", &pat, st);
+    if (rc != TFS_OK)
+        return rc;
+    return run_regex(k, pat, NULL, false, st);
 }

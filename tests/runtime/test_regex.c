@@ -1,4 +1,4 @@
-/* Tests of StaticRegexReplace, RegexReplace and StaticRegexFullMatch
+/* Tests of StaticRegexReplace, RegexReplace, StaticRegexFullMatch and RegexFullMatch
  * (runtime/kernels/regex-ops.c, RE2 through regex-re2.cc): results worked out by hand from RE2's
  * rules -- leftmost-first alternation (where POSIX leftmost-longest would differ), greedy and lazy
  * quantifiers, RE2::GlobalReplace's handling of empty matches, captures in the rewrite, UTF-8
@@ -201,6 +201,11 @@ START_TEST(test_regex_full_match)
     in[0] = at_strs(1, DIMS(1), STRS("a\nb"));
     at_expect(at_run1("StaticRegexFullMatch", 1, in, false, set_re, &d), TFS_DTYPE_BOOL, 1,
               DIMS(1), ((const bool[]){0}));
+    /* RegexFullMatch takes the pattern as a scalar input */
+    tfs_tensor *rin[2] = {at_strs(2, DIMS(2, 2), STRS("ab", "AC", "abc", "")),
+                          at_strs(0, NULL, STRS("(?i)a[bc]"))};
+    at_expect(at_run1("RegexFullMatch", 2, rin, false, NULL, NULL), TFS_DTYPE_BOOL, 2, DIMS(2, 2),
+              ((const bool[]){1, 1, 0, 0}));
 }
 END_TEST
 
@@ -244,7 +249,7 @@ START_TEST(test_regex_refusals)
     /* past max_mem (8 MiB, as in TensorFlow): about 1000 copies of a class of every letter */
     replace_err("\\pL{1000}", "", "Invalid pattern: \\pL{1000}, error: pattern too large - "
                                    "compile failed");
-    /* RegexReplace's pattern and rewrite must be scalars */
+    /* RegexReplace's and RegexFullMatch's pattern and rewrite must be scalars */
     tfs_tensor *rin[3] = {at_strs(1, DIMS(1), STRS("a")), at_strs(1, DIMS(2), STRS("a", "b")),
                           at_strs(0, NULL, STRS("x"))}, *out = NULL;
     tfs_status st;
@@ -257,6 +262,11 @@ START_TEST(test_regex_refusals)
     ck_assert_int_eq(at_run("RegexReplace", 3, rin, false, NULL, NULL, 1, &out, &st),
                      TFS_INVALID_ARGUMENT);
     rt_assert_err(st, TFS_INVALID_ARGUMENT, "Rewrite must be scalar, but received [1]");
+    rin[0] = at_strs(1, DIMS(1), STRS("a"));
+    rin[1] = at_strs(0, NULL, STRS("("));
+    ck_assert_int_eq(at_run("RegexFullMatch", 2, rin, false, NULL, NULL, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Invalid pattern: (, error: missing ): (");
     ck_assert(out == NULL);
 }
 END_TEST
