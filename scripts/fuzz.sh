@@ -33,7 +33,7 @@ fi
 
 start=$(date +%s)
 mkdir -p "$BUILD"
-CC=clang cmake -S . -B "$BUILD" -DTFS_FUZZ=ON -DTFS_BUILD_TESTS=OFF -DTFS_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DTFS_FUZZ=ON -DTFS_BUILD_TESTS=OFF -DTFS_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" >"$BUILD/configure.log" 2>&1 ||
   { cat "$BUILD/configure.log"; exit 1; }
 # demo-model: the bundled model, written by an instrumented build of our own writer, is a seed.

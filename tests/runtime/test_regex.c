@@ -1,10 +1,14 @@
-/* Tests of StaticRegexReplace, RegexReplace and StaticRegexFullMatch (runtime/kernels/regex.c):
- * results worked out by hand from RE2's rules -- leftmost-first alternation (where POSIX
- * leftmost-longest would differ), greedy and lazy quantifiers, RE2::GlobalReplace's handling of
- * empty matches, captures in the rewrite, UTF-8 characters as single atoms, ASCII \b \d \s \w --
- * the punctuation class Keras' TextVectorization strips (checked on a long string against a
- * plain loop), a pattern that backtracks exponentially in naive engines, and the refusals of
- * syntax outside the supported subset (INVALID_ARGUMENT naming the pattern). */
+/* Tests of StaticRegexReplace, RegexReplace, StaticRegexFullMatch and RegexFullMatch
+ * (runtime/kernels/regex-ops.c, RE2 through regex-re2.cc): results worked out by hand from RE2's
+ * rules -- leftmost-first alternation (where POSIX leftmost-longest would differ), greedy and lazy
+ * quantifiers, RE2::GlobalReplace's handling of empty matches, captures in the rewrite, UTF-8
+ * characters as single atoms, ASCII \b \d \s \w -- and the rest of RE2's syntax with RE2's meaning:
+ * named groups, flags (?i) (?m) (?s) (?U), Unicode classes and case folding, POSIX classes,
+ * \Q...\E, counted repetition. Also: the punctuation class Keras' TextVectorization strips (on a
+ * long string, against a plain loop), patterns that are exponential for backtracking engines or
+ * that overflow RE2's DFA cache (linear here), TensorFlow's handling of rewrites RE2 cannot apply,
+ * and the patterns RE2 refuses, with TensorFlow's message "Invalid pattern: P, error: RE2'S
+ * MESSAGE". */
 #include <check.h>
 #include <string.h>
 
@@ -129,6 +133,55 @@ START_TEST(test_regex_long_string_and_shapes)
 }
 END_TEST
 
+/* RE2 syntax beyond the basics; each result follows from RE2's documented syntax. */
+START_TEST(test_regex_re2_syntax)
+{
+    /* named groups count as numbered groups in the rewrite */
+    replace_ok("(?P<user>\\w+)@(?P<host>\\w+)", "\\2:\\1", -1, "x bob@site y", "x site:bob y");
+    replace_ok("(?P<n>x)|y", "[\\1]", -1, "xy", "[x][]");
+    /* flags: case-insensitive (also within a group only), multi-line ^, ungreedy */
+    replace_ok("(?i)hello", "X", -1, "Hello HELLO hello", "X X X");
+    replace_ok("(?i:ab)c", "X", -1, "ABc ABC abc", "X ABC X");
+    replace_ok("(?m)^", "> ", -1, "a\nb", "> a\n> b");
+    replace_ok("(?U)a+", "X", -1, "aaa", "XXX");
+    replace_ok("(?U)a+?", "X", -1, "aaa", "X");
+    /* Unicode: simple case folding (K folds to the Kelvin sign), letter classes, scripts */
+    replace_ok("(?i)\xc3\xa9", "x", -1, "\xc3\x89\xc3\xa9", "xx");
+    replace_ok("(?i)k", "x", -1, "\xe2\x84\xaa", "x");
+    replace_ok("\\pL+", "L", -1, "h\xc3\xa9llo w\xc3\xb6rld 42", "L L 42");
+    replace_ok("\\PL+", "_", -1, "a1-b", "a_b");
+    replace_ok("\\p{Greek}+", "G", -1, "alpha \xce\xb1\xce\xb2\xce\xb3!", "alpha G!");
+    replace_ok("[\xc3\xa9\xc3\xa8]", "X", -1, "\xc3\xa9l\xc3\xa8ve", "XlXve");
+    replace_ok("\\x{263A}", "s", -1, "a\xe2\x98\xba" "b", "asb");
+    /* classes: POSIX names, negated Perl classes inside brackets; \Q...\E literals */
+    replace_ok("[[:alpha:]]+", "X", -1, "ab12cd", "X12X");
+    replace_ok("[\\D]+", "X", -1, "ab12cd", "X12X");
+    replace_ok("\\Q.*\\E", "X", -1, "a.*b", "aXb");
+    /* counted repetition, greedy and lazy; a group's last iteration is its capture */
+    replace_ok("\\d{3}-\\d{4}", "N", -1, "call 555-1234 now", "call N now");
+    replace_ok("(ab){2,}", "X", -1, "abababx ab", "Xx ab");
+    replace_ok("(ab|cd){2}", "<\\1>", -1, "abcd", "<cd>");
+    replace_ok("a{2,3}?", "X", -1, "aaaaa", "XXa");
+    replace_ok("\".*?\"", "Q", -1, "say \"a\" and \"b\"", "say Q and Q");
+    replace_ok("\".*\"", "Q", -1, "say \"a\" and \"b\"", "say Q");
+    /* an empty match after a match skips one whole UTF-8 character */
+    replace_ok("x*", "-", -1, "\xc3\xa9", "-\xc3\xa9-");
+}
+END_TEST
+
+/* TensorFlow does not check the rewrite: RE2::GlobalReplace / Replace decide. A group the pattern
+ * lacks leaves the text unchanged; a bad escape ends that match's rewrite where it stands (global)
+ * or leaves the text unchanged (first match only). */
+START_TEST(test_regex_rewrite_as_tensorflow)
+{
+    replace_ok("(a)", "\\2", -1, "abc", "abc");
+    replace_ok("(a)", "\\2", 0, "abc", "abc");
+    replace_ok("a", "b\\x", -1, "aXa", "bXb");
+    replace_ok("a", "b\\x", 0, "aXa", "aXa");
+    replace_ok("a", "b\\", -1, "aXa", "bXb");
+}
+END_TEST
+
 START_TEST(test_regex_full_match)
 {
     re_attrs a = {"[a-z]+\\d*", NULL, -1};
@@ -140,31 +193,81 @@ START_TEST(test_regex_full_match)
     in[0] = at_strs(1, DIMS(2), STRS("ab", "a"));
     at_expect(at_run1("StaticRegexFullMatch", 1, in, false, set_re, &b), TFS_DTYPE_BOOL, 1,
               DIMS(2), ((const bool[]){1, 1}));
+    /* . matches \n only with (?s) */
+    re_attrs c = {"(?s)a.b", NULL, -1}, d = {"a.b", NULL, -1};
+    in[0] = at_strs(1, DIMS(1), STRS("a\nb"));
+    at_expect(at_run1("StaticRegexFullMatch", 1, in, false, set_re, &c), TFS_DTYPE_BOOL, 1,
+              DIMS(1), ((const bool[]){1}));
+    in[0] = at_strs(1, DIMS(1), STRS("a\nb"));
+    at_expect(at_run1("StaticRegexFullMatch", 1, in, false, set_re, &d), TFS_DTYPE_BOOL, 1,
+              DIMS(1), ((const bool[]){0}));
+    /* RegexFullMatch takes the pattern as a scalar input */
+    tfs_tensor *rin[2] = {at_strs(2, DIMS(2, 2), STRS("ab", "AC", "abc", "")),
+                          at_strs(0, NULL, STRS("(?i)a[bc]"))};
+    at_expect(at_run1("RegexFullMatch", 2, rin, false, NULL, NULL), TFS_DTYPE_BOOL, 2, DIMS(2, 2),
+              ((const bool[]){1, 1, 0, 0}));
 }
 END_TEST
 
+/* Patterns that take exponential time in backtracking engines, or more DFA states than RE2's
+ * max_mem lets it cache (it then resets the cache or runs its NFA): linear, and right. */
+START_TEST(test_regex_hostile)
+{
+    enum { N = 200000, K = 20 };
+    static char yes[N + 1], no[N + 1];
+    for (int i = 0; i < N; i++)
+        yes[i] = no[i] = (i * 7919 + i / 5) % 3 ? 'a' : 'b';
+    yes[N - K - 1] = 'a';
+    no[N - K - 1] = 'b';
+    yes[N] = no[N] = 0;
+    /* the character K + 1 from the end decides: about 2^K DFA states */
+    re_attrs a = {"[ab]*a[ab]{20}", NULL, -1};
+    tfs_tensor *in[1] = {at_strs(1, DIMS(2), STRS(yes, no))};
+    at_expect(at_run1("StaticRegexFullMatch", 1, in, false, set_re, &a), TFS_DTYPE_BOOL, 1,
+              DIMS(2), ((const bool[]){1, 0}));
+    static char xs[N + 1];
+    memset(xs, 'x', N);
+    xs[N] = 0;
+    replace_ok("(x+x+)+y", "Y", -1, xs, xs);
+}
+END_TEST
+
+/* Patterns RE2 refuses: TensorFlow's INVALID_ARGUMENT with RE2's message. */
 START_TEST(test_regex_refusals)
 {
-    replace_err("(?i)abc", "", "Invalid pattern: (?i)abc, error: flags and named groups");
-    replace_err("(?P<n>a)", "", "flags and named groups");
-    replace_err("\\p{L}", "", "Invalid pattern: \\p{L}, error: unsupported escape sequence");
-    replace_err("(a)\\1", "", "unsupported escape sequence");
-    replace_err("[[:alpha:]]", "", "[:class:] names are not supported");
-    replace_err("[\\D]", "", "\\D \\W \\S inside [...] are not supported");
-    replace_err("[\xc3\xa9]", "", "non-ASCII characters inside [...] are not supported");
-    replace_err("a**", "", "bad repetition operator");
-    replace_err("a{3,2}", "", "bad repetition operator {n,m}");
-    replace_err("a{1001}", "", "bad repetition operator {n,m}");
-    replace_err("(a", "", "missing )");
-    replace_err("a)", "", "unexpected )");
-    replace_err("[ab", "", "missing ]");
-    replace_err("*a", "", "missing argument to repetition operator");
-    replace_err("[b-a]", "", "bad character class range");
-    replace_err("a\\", "", "trailing \\");
-    replace_err("\xff", "", "invalid UTF-8 in the pattern");
-    replace_err("(a)", "\\2", "Rewrite schema requests 2 matches, but the regexp only has 1");
-    replace_err("a", "\\x", "'\\' must be followed by a digit or '\\'.");
-    replace_err("a", "b\\", "'\\' not allowed at end.");
+    replace_err("(a)\\1", "", "Invalid pattern: (a)\\1, error: invalid escape sequence: \\1");
+    replace_err("(?=a)b", "", "Invalid pattern: (?=a)b, error: invalid perl operator: (?=");
+    replace_err("(a", "", "Invalid pattern: (a, error: missing ): (a");
+    replace_err("a)", "", "error: unexpected ): a)");
+    replace_err("a**", "", "error: bad repetition operator: **");
+    replace_err("a{1001}", "", "error: invalid repetition size: {1001}");
+    replace_err("*a", "", "error: no argument for repetition operator: *");
+    replace_err("[b-a]", "", "error: invalid character class range: b-a");
+    replace_err("\\p{Foo}", "", "error: invalid character class range: \\p{Foo}");
+    replace_err("a\\", "", "error: trailing \\");
+    replace_err("\xff", "", "error: invalid UTF-8");
+    /* past max_mem (8 MiB, as in TensorFlow): about 1000 copies of a class of every letter */
+    replace_err("\\pL{1000}", "", "Invalid pattern: \\pL{1000}, error: pattern too large - "
+                                   "compile failed");
+    /* RegexReplace's and RegexFullMatch's pattern and rewrite must be scalars */
+    tfs_tensor *rin[3] = {at_strs(1, DIMS(1), STRS("a")), at_strs(1, DIMS(2), STRS("a", "b")),
+                          at_strs(0, NULL, STRS("x"))}, *out = NULL;
+    tfs_status st;
+    ck_assert_int_eq(at_run("RegexReplace", 3, rin, false, NULL, NULL, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Pattern must be scalar, but received [2]");
+    rin[0] = at_strs(1, DIMS(1), STRS("a"));
+    rin[1] = at_strs(0, NULL, STRS("a"));
+    rin[2] = at_strs(1, DIMS(1), STRS("x"));
+    ck_assert_int_eq(at_run("RegexReplace", 3, rin, false, NULL, NULL, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Rewrite must be scalar, but received [1]");
+    rin[0] = at_strs(1, DIMS(1), STRS("a"));
+    rin[1] = at_strs(0, NULL, STRS("("));
+    ck_assert_int_eq(at_run("RegexFullMatch", 2, rin, false, NULL, NULL, 1, &out, &st),
+                     TFS_INVALID_ARGUMENT);
+    rt_assert_err(st, TFS_INVALID_ARGUMENT, "Invalid pattern: (, error: missing ): (");
+    ck_assert(out == NULL);
 }
 END_TEST
 
@@ -174,7 +277,10 @@ Suite *suite_runtime_regex(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_regex_replace_rules);
     tcase_add_test(tc, test_regex_long_string_and_shapes);
+    tcase_add_test(tc, test_regex_re2_syntax);
+    tcase_add_test(tc, test_regex_rewrite_as_tensorflow);
     tcase_add_test(tc, test_regex_full_match);
+    tcase_add_test(tc, test_regex_hostile);
     tcase_add_test(tc, test_regex_refusals);
     suite_add_tcase(s, tc);
     return s;
