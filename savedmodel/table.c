@@ -150,9 +150,8 @@ typedef enum tfs_code (*entry_fn)(parser *ps, const uint8_t *key, size_t klen, c
 static enum tfs_code parse_block(parser *ps, const uint8_t *b, size_t len, const char *what,
                                  entry_fn fn, tfs_status *st)
 {
-    uint8_t      *key = NULL;
-    size_t        klen = 0, kcap = 0;
-    enum tfs_code rc   = TFS_OK;
+    tfs__buf      key = {0};   /* the current entry's full key */
+    enum tfs_code rc  = TFS_OK;
 
     if (len < 4) {
         rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: %s is %zu bytes, too short for a block", ps->name,
@@ -184,33 +183,26 @@ static enum tfs_code parse_block(parser *ps, const uint8_t *b, size_t len, const
                          what, p - b);
             goto fail;
         }
-        if (shared > klen || unshared > (size_t)(end - p) || vlen > (size_t)(end - p) - unshared) {
+        if (shared > key.len || unshared > (size_t)(end - p) ||
+            vlen > (size_t)(end - p) - unshared) {
             rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: %s: entry at byte %td overruns the block",
                          ps->name, what, p - b);
             goto fail;
         }
-        size_t nk = (size_t)shared + unshared;
-        if (nk > kcap) {
-            size_t   ncap = nk < 64 ? 64 : nk * 2;
-            uint8_t *nkey = tfs_realloc(key, ncap);
-            if (!nkey) {
-                rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", ps->name);
-                goto fail;
-            }
-            key  = nkey;
-            kcap = ncap;
+        key.len = shared;   /* the prefix it shares with the previous key, then its own bytes */
+        tfs__buf_append(&key, p, unshared);
+        if (key.oom) {
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", ps->name);
+            goto fail;
         }
-        if (unshared)
-            memcpy(key + shared, p, unshared);
-        klen = nk;
         p += unshared;
-        rc = fn(ps, key, klen, p, vlen, st);
+        rc = fn(ps, (const uint8_t *)key.data, key.len, p, vlen, st);
         if (rc != TFS_OK)
             goto fail;
         p += vlen;
     }
 fail:
-    tfs_free(key);
+    tfs__buf_deinit(&key);
     return rc;
 }
 
