@@ -163,9 +163,8 @@ enum tfs_code tfs__scan_base(const char *base, const char *model, tfs__name_set 
     DIR *d = opendir(base);
     if (!d) {
         int err = errno;
-        return TFS_ERR(st, err == ENOENT || err == ENOTDIR ? TFS_NOT_FOUND
-                           : err == EACCES ? TFS_PERMISSION_DENIED : TFS_UNAVAILABLE,
-                       "model '%s': cannot read base path %s: %s", model, base, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "model '%s': cannot read base path %s: %s",
+                       model, base, strerror(err));
     }
     struct dirent *e;
     while ((e = readdir(d))) {

@@ -24,6 +24,7 @@
 #include "proto/textformat-impl.h"
 #include "proto/textformat.h"
 #include "runtime/alloc.h"
+#include "runtime/buf.h"
 
 #define MAX_DEPTH   100
 #define MAX_FILE    ((size_t)64 << 20)
@@ -716,17 +717,14 @@ enum tfs_code tfs_textformat_parse_file_located(const ProtobufCMessageDescriptor
                                                 const char *path, ProtobufCMessage **out,
                                                 tfs_textformat_locs *locs, tfs_status *st)
 {
-    char         *buf = NULL;
-    size_t        len = 0;
+    tfs__buf      b = {0};
     enum tfs_code code;
     struct stat   sb;
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &sb) != 0) {
         int e = errno;
-        code = TFS_ERR(st, e == ENOENT ? TFS_NOT_FOUND : e == EACCES ? TFS_PERMISSION_DENIED
-                                                                     : TFS_INVALID_ARGUMENT,
-                       "could not open '%s': %s", path, strerror(e));
+        code = TFS_ERR(st, tfs_code_from_errno(e), "could not open '%s': %s", path, strerror(e));
         goto done;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -738,43 +736,41 @@ enum tfs_code tfs_textformat_parse_file_located(const ProtobufCMessageDescriptor
                        "the 64 MiB a text proto may have", path, (long long)sb.st_size);
         goto done;
     }
-    /* Read to EOF (the size may change under us), never past the cap. */
-    size_t cap = (size_t)sb.st_size + 1;
-    if (!(buf = tfs_malloc(cap))) {
+    /* Read to EOF (the size may change under us), never past the cap: straight into the
+     * buffer's spare room, all of it but the byte its NUL needs. */
+    if (!tfs__buf_reserve(&b, (size_t)sb.st_size)) {
         code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory reading '%s'", path);
         goto done;
     }
     for (;;) {
-        if (len == cap) {
-            if (cap > MAX_FILE) {
+        if (b.cap - b.len <= 1) {
+            if (b.len > MAX_FILE) {
                 code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "could not read '%s': more than the 64 "
                                "MiB a text proto may have", path);
                 goto done;
             }
-            char *b = tfs_realloc(buf, cap * 2);
-            if (!b) {
+            if (!tfs__buf_reserve(&b, b.len)) {
                 code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory reading '%s'", path);
                 goto done;
             }
-            buf = b;
-            cap *= 2;
         }
-        ssize_t r = read(fd, buf + len, cap - len);
+        ssize_t r = read(fd, b.data + b.len, b.cap - b.len - 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "could not read '%s': %s", path,
+            code = TFS_ERR(st, tfs_code_from_errno(errno), "could not read '%s': %s", path,
                            strerror(errno));
             goto done;
         }
         if (r == 0)
             break;
-        len += (size_t)r;
+        b.len += (size_t)r;
+        b.data[b.len] = 0;
     }
-    code = tfs_textformat_parse_located(desc, buf, len, path, out, locs, st);
+    code = tfs_textformat_parse_located(desc, b.data, b.len, path, out, locs, st);
 done:
     if (fd >= 0)
         close(fd);
-    tfs_free(buf);
+    tfs__buf_deinit(&b);
     return code;
 }

@@ -5,27 +5,22 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "runtime/buf.h"
+
 /* One message being walked: its type and where its bytes end. */
 typedef struct frame {
     const ProtobufCMessageDescriptor *desc;
     size_t                            end;
 } frame;
 
-/* Reads a base-128 varint of at most max bytes from data[*pos..end). False, *pos untouched, when
- * it does not end within both limits. */
-static bool read_varint(const uint8_t *data, size_t end, size_t *pos, unsigned max, uint64_t *v)
+/* tfs_varint_get over data[*pos..end), advancing the index; *pos untouched on failure. */
+static bool read_varint(const uint8_t *data, size_t end, size_t *pos, int max, uint64_t *v)
 {
-    uint64_t x = 0;
-    for (unsigned i = 0; i < max && *pos + i < end; i++) {
-        uint8_t b = data[*pos + i];
-        x |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pos += i + 1;
-            *v = x;
-            return true;
-        }
-    }
-    return false;
+    const uint8_t *p = data + *pos;
+    if (!tfs_varint_get(&p, data + end, max, v))
+        return false;
+    *pos = (size_t)(p - data);
+    return true;
 }
 
 static enum tfs_code malformed(const ProtobufCMessageDescriptor *desc, const char *what,
@@ -54,14 +49,15 @@ enum tfs_code tfs_proto_check_depth(const ProtobufCMessageDescriptor *desc, cons
         size_t       at = pos;
         uint64_t     key;
         /* As protobuf-c: a tag of at most 5 bytes whose first byte has field-number bits. */
-        if ((data[pos] & 0xf8) == 0 || !read_varint(data, fr->end, &pos, 5, &key))
+        if ((data[pos] & 0xf8) == 0 ||
+            !read_varint(data, fr->end, &pos, TFS_VARINT32_MAX_BYTES, &key))
             return malformed(desc, "bad tag", at, st);
         uint32_t field_no = (uint32_t)(key >> 3);
         unsigned wire     = (unsigned)(key & 7);
         uint64_t v;
         switch (wire) {
         case PROTOBUF_C_WIRE_TYPE_VARINT:
-            if (!read_varint(data, fr->end, &pos, 10, &v))
+            if (!read_varint(data, fr->end, &pos, TFS_VARINT_MAX_BYTES, &v))
                 return malformed(desc, "unterminated varint", at, st);
             break;
         case PROTOBUF_C_WIRE_TYPE_64BIT:
@@ -73,7 +69,8 @@ enum tfs_code tfs_proto_check_depth(const ProtobufCMessageDescriptor *desc, cons
             break;
         }
         case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
-            if (!read_varint(data, fr->end, &pos, 5, &v) || v > INT_MAX || v > fr->end - pos)
+            if (!read_varint(data, fr->end, &pos, TFS_VARINT32_MAX_BYTES, &v) || v > INT_MAX ||
+                v > fr->end - pos)
                 return malformed(desc, "bad length", at, st);
             const ProtobufCFieldDescriptor *f =
                 protobuf_c_message_descriptor_get_field(fr->desc, field_no);

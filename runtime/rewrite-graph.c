@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/buf.h"
 #include "runtime/rewrite-impl.h"
 
 enum tfs_code tfs__rw_init(tfs_rw_graph *rw, tfs_graph *g, tfs_status *st)
@@ -314,22 +315,15 @@ int tfs__rw_alive_count(const tfs_rw_graph *rw)
     return k;
 }
 
-/* "name:index" or "^name" into a buffer grown as needed. */
-static const char *edge_text(char **buf, size_t *cap, const char *name, int index, bool ctrl)
+/* "name:index" or "^name" into b, reused from edge to edge; NULL when memory runs out. */
+static const char *edge_text(tfs__buf *b, const char *name, int index, bool ctrl)
 {
-    size_t need = strlen(name) + 16;
-    if (need > *cap) {
-        char *b = tfs_realloc(*buf, need);
-        if (!b)
-            return NULL;
-        *buf = b;
-        *cap = need;
-    }
+    b->len = 0;
     if (ctrl)
-        snprintf(*buf, *cap, "^%s", name);
+        tfs__buf_printf(b, "^%s", name);
     else
-        snprintf(*buf, *cap, "%s:%d", name, index);
-    return *buf;
+        tfs__buf_printf(b, "%s:%d", name, index);
+    return b->oom ? NULL : b->data;
 }
 
 static void emit_attrs(const tfs_rw_graph *rw, tfs_graph *out, int id, int node)
@@ -353,8 +347,7 @@ enum tfs_code tfs__rw_emit(tfs_rw_graph *rw, tfs_graph **out, tfs_status *st)
 {
     *out = NULL;
     tfs_graph *g = NULL;
-    char *buf = NULL;
-    size_t cap = 0;
+    tfs__buf buf = {0};
     if (tfs_graph_new(&g, st) != TFS_OK)
         return st ? st->code : TFS_RESOURCE_EXHAUSTED;
     for (int id = 0; id < rw->n; id++) {
@@ -366,7 +359,7 @@ enum tfs_code tfs__rw_emit(tfs_rw_graph *rw, tfs_graph **out, tfs_status *st)
             bool ctrl = i >= n->n_in;
             tfs_edge e = ctrl ? (tfs_edge){n->ctrl[i - n->n_in], 0} : n->in[i];
             TFS_ASSERT(rw->nodes[e.node].alive);
-            const char *text = edge_text(&buf, &cap, rw->nodes[e.node].name, e.index, ctrl);
+            const char *text = edge_text(&buf, rw->nodes[e.node].name, e.index, ctrl);
             if (!text) {
                 tfs_graph_set_error(g, TFS_RESOURCE_EXHAUSTED, "out of memory rewriting a graph");
                 break;
@@ -375,7 +368,7 @@ enum tfs_code tfs__rw_emit(tfs_rw_graph *rw, tfs_graph **out, tfs_status *st)
         }
         emit_attrs(rw, g, id, node);
     }
-    tfs_free(buf);
+    tfs__buf_deinit(&buf);
     const tfs_graph *src = rw->g;
     for (int f = 0; f < src->n_funcs; f++) {
         const tfs_graph_function *fn = &src->funcs[f];

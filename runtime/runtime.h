@@ -13,8 +13,10 @@
 #define TFS_RUNTIME_RUNTIME_H
 
 #include "runtime/alloc.h"
+#include "runtime/buf.h"
 #include "runtime/build.h"
 #include "runtime/device.h"
+#include "runtime/file.h"
 #include "runtime/graph.h"
 #include "runtime/op-signature.h"
 #include "runtime/log.h"

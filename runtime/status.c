@@ -6,6 +6,7 @@
  */
 #include "runtime/status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,50 @@ const char *tfs_code_name(enum tfs_code code)
     if ((int)code < 0 || code >= TFS_CODE_COUNT)
         return "UNKNOWN";
     return code_names[code];
+}
+
+/* TensorFlow's table (its IOError turns errno into these), so a file error reads the same code
+ * whichever module met it and whatever TensorFlow would have said. */
+enum tfs_code tfs_code_from_errno(int err)
+{
+    switch (err) {
+    case 0:
+        return TFS_OK;
+    case EINVAL: case ENAMETOOLONG: case E2BIG: case EDESTADDRREQ: case EDOM: case EFAULT:
+    case EILSEQ: case ENOPROTOOPT: case ENOSTR: case ENOTSOCK: case ENOTTY: case EPROTOTYPE:
+    case ESPIPE:
+        return TFS_INVALID_ARGUMENT;
+    case ETIMEDOUT: case ETIME:
+        return TFS_DEADLINE_EXCEEDED;
+    case ENODEV: case ENOENT: case ENXIO: case ESRCH:
+        return TFS_NOT_FOUND;
+    case EEXIST: case EADDRNOTAVAIL: case EALREADY:
+        return TFS_ALREADY_EXISTS;
+    case EPERM: case EACCES: case EROFS:
+        return TFS_PERMISSION_DENIED;
+    case ENOTEMPTY: case EISDIR: case ENOTDIR: case EADDRINUSE: case EBADF: case EBUSY:
+    case ECHILD: case EISCONN: case ENOTBLK: case ENOTCONN: case EPIPE: case ESHUTDOWN:
+    case ETXTBSY:
+        return TFS_FAILED_PRECONDITION;
+    case ENOSPC: case EDQUOT: case EMFILE: case EMLINK: case ENFILE: case ENOBUFS: case ENODATA:
+    case ENOMEM: case ENOSR: case EUSERS:
+        return TFS_RESOURCE_EXHAUSTED;
+    case EFBIG: case EOVERFLOW: case ERANGE:
+        return TFS_OUT_OF_RANGE;
+    case ENOSYS: case ENOTSUP: case EAFNOSUPPORT: case EPFNOSUPPORT: case EPROTONOSUPPORT:
+    case ESOCKTNOSUPPORT: case EXDEV:
+        return TFS_UNIMPLEMENTED;
+    case EAGAIN: case ECONNREFUSED: case ECONNABORTED: case ECONNRESET: case EINTR:
+    case EHOSTDOWN: case EHOSTUNREACH: case ENETDOWN: case ENETRESET: case ENETUNREACH:
+    case ENOLCK: case ENOLINK: case ENONET:
+        return TFS_UNAVAILABLE;
+    case EDEADLK: case ESTALE:
+        return TFS_ABORTED;
+    case ECANCELED:
+        return TFS_CANCELLED;
+    default:   /* EIO, ELOOP, EBADMSG, EPROTO, ... */
+        return TFS_UNKNOWN;
+    }
 }
 
 void tfs_assert_fail(const char *expr, const char *file, int line)

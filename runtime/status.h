@@ -61,6 +61,13 @@ enum tfs_code tfs_status_prefix(tfs_status *st, const char *fmt, ...)
 /* The canonical upper-case name: "INVALID_ARGUMENT". Never NULL. */
 const char *tfs_code_name(enum tfs_code code);
 
+/* The code for a failed system call's errno, by TensorFlow's table (its IOError): ENOENT
+ * NOT_FOUND, EACCES/EPERM/EROFS PERMISSION_DENIED, ENOSPC/EDQUOT/ENOMEM/EMFILE
+ * RESOURCE_EXHAUSTED, EEXIST ALREADY_EXISTS, EINVAL/ENAMETOOLONG INVALID_ARGUMENT,
+ * ENOTDIR/EISDIR/ENOTEMPTY FAILED_PRECONDITION, EFBIG/ERANGE OUT_OF_RANGE, EXDEV/ENOSYS
+ * UNIMPLEMENTED, EAGAIN/EINTR UNAVAILABLE, ... ; 0 is OK, EIO and anything unlisted UNKNOWN. */
+enum tfs_code tfs_code_from_errno(int err);
+
 #define TFS_ERR(st, code, ...) tfs_status_set((st), (code), __VA_ARGS__)
 
 /* Our own invariants only; never for anything that came from a request, file or config. */

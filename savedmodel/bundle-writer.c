@@ -6,14 +6,14 @@
  * serialized BundleEntryProtos are kept in memory, sorted by key (binary-search insertion, which
  * also finds duplicates). finish() writes the index (header under key "", then the entries) to a
  * temporary file, then renames the data file and the index into place, in that order, so an index
- * that exists always describes complete data. free() before finish removes the temporaries.
+ * that exists always describes complete data (both through runtime/file.h's atomic replacement,
+ * which fsyncs each file and the directory). free() before finish removes the temporaries.
  * The header is BundleHeaderProto{num_shards 1, endianness LITTLE, version{producer 1}}.
  * DT_STRING layout: varint64 lengths, masked crc32c of the lengths (each taken as a little-endian
  * uint32, or uint64 when larger), then the bytes; the entry crc covers the lengths in that
  * uint32/uint64 form, the 4 checksum bytes and the string bytes (TensorFlow's WriteStringTensor).
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,8 +29,8 @@ typedef struct wentry {
 
 struct tfs_bundle_writer {
     char    *prefix;
-    char    *data_path, *data_tmp, *index_path, *index_tmp;
-    FILE    *data;
+    char    *index_path;
+    tfs_atomic_file data;   /* data.f: the temporary data file, until finish commits it */
     int64_t  offset;   /* bytes written to the data file */
     wentry  *entries;  /* sorted by key (strcmp) */
     int      count, cap;
@@ -38,16 +38,6 @@ struct tfs_bundle_writer {
     bool     data_renamed;   /* finish got half way: the data file is in place */
     bool     broken;   /* a write failed: the data file's contents are unknown */
 };
-
-static enum tfs_code errno_code(int err)
-{
-    switch (err) {
-    case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
-    case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
-    default:                   return TFS_UNKNOWN;
-    }
-}
 
 static bool host_little_endian(void)
 {
@@ -68,35 +58,28 @@ static char *path_with(const char *prefix, const char *suffix)
 
 enum tfs_code tfs_bundle_writer_new(const char *prefix, tfs_bundle_writer **out, tfs_status *st)
 {
-    static atomic_uint serial;
     tfs_bundle_writer *w = NULL;
+    char              *data_path = NULL;
     enum tfs_code      rc;
-    char               tmp[64];
 
     *out = NULL;
     if (!host_little_endian())
         return TFS_ERR(st, TFS_UNIMPLEMENTED, "%s: bundles are written on little-endian hosts only",
                        prefix);
-    snprintf(tmp, sizeof tmp, ".tempstate%ld-%u", (long)getpid(), atomic_fetch_add(&serial, 1));
     w = tfs_calloc(1, sizeof *w);
     if (!w || !(w->prefix = tfs_strdup(prefix)) ||
-        !(w->data_path = path_with(prefix, ".data-00000-of-00001")) ||
-        !(w->data_tmp = path_with(w->data_path, tmp)) ||
-        !(w->index_path = path_with(prefix, ".index")) ||
-        !(w->index_tmp = path_with(w->index_path, tmp))) {
+        !(data_path = path_with(prefix, ".data-00000-of-00001")) ||
+        !(w->index_path = path_with(prefix, ".index"))) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", prefix);
         goto fail;
     }
-    w->data = fopen(w->data_tmp, "wbx");
-    if (!w->data) {
-        int err = errno;
-        rc = TFS_ERR(st, errno_code(err), "%s: cannot create: %s", w->data_tmp, strerror(err));
+    if ((rc = tfs_atomic_file_open(data_path, &w->data, st)) != TFS_OK)
         goto fail;
-    }
+    tfs_free(data_path);
     *out = w;
-    tfs_status_clear(st);
     return TFS_OK;
 fail:
+    tfs_free(data_path);
     tfs_bundle_writer_free(w);
     return rc;
 }
@@ -107,10 +90,12 @@ static enum tfs_code write_data(tfs_bundle_writer *w, const void *p, size_t n, u
 {
     if (n == 0)
         return TFS_OK;
-    if (fwrite(p, 1, n, w->data) != n) {
-        int err = errno;
+    errno = 0;
+    if (fwrite(p, 1, n, w->data.f) != n) {
+        int err = errno ? errno : EIO;
         w->broken = true;
-        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->data_tmp, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "%s: write failed: %s", w->data.tmp,
+                       strerror(err));
     }
     *crc = tfs__crc32c_extend(*crc, p, n);
     w->offset += (int64_t)n;
@@ -136,11 +121,7 @@ static enum tfs_code write_strings(tfs_bundle_writer *w, const tfs_tensor *t, ui
         for (int k = 0; k < nb; k++)
             le[k] = (uint8_t)(v >> (8 * k));
         lcrc = tfs__crc32c_extend(lcrc, le, (size_t)nb);
-        while (v >= 0x80) {
-            lens[nl++] = (uint8_t)(v | 0x80);
-            v >>= 7;
-        }
-        lens[nl++] = (uint8_t)v;
+        nl += tfs_varint_put(lens + nl, v);
     }
     uint32_t m = tfs__crc_mask(lcrc);
     uint8_t  mb[4] = {(uint8_t)m, (uint8_t)(m >> 8), (uint8_t)(m >> 16), (uint8_t)(m >> 24)};
@@ -237,25 +218,6 @@ fail:
     return rc;
 }
 
-/* Writes bytes to path and syncs them. */
-static enum tfs_code write_file(const char *path, const uint8_t *p, size_t n, tfs_status *st)
-{
-    FILE *f = fopen(path, "wbx");
-    if (!f) {
-        int err = errno;
-        return TFS_ERR(st, errno_code(err), "%s: cannot create: %s", path, strerror(err));
-    }
-    bool ok  = fwrite(p, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int  err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok  = false;
-        err = errno;
-    }
-    if (!ok)
-        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", path, strerror(err));
-    return TFS_OK;
-}
-
 enum tfs_code tfs_bundle_writer_finish(tfs_bundle_writer *w, tfs_status *st)
 {
     Tensorflow__BundleHeaderProto h   = TENSORFLOW__BUNDLE_HEADER_PROTO__INIT;
@@ -289,30 +251,11 @@ enum tfs_code tfs_bundle_writer_finish(tfs_bundle_writer *w, tfs_status *st)
         goto fail;
 
     /* The data first, so that a visible index always has its data. */
-    if (fflush(w->data) != 0 || fsync(fileno(w->data)) != 0) {
-        int err = errno;
-        w->broken = true;
-        rc = TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->data_tmp, strerror(err));
+    if ((rc = tfs_atomic_file_commit(&w->data, st)) != TFS_OK)
         goto fail;
-    }
-    int cerr = fclose(w->data) != 0 ? errno : 0;
-    w->data = NULL;
-    if (cerr) {
-        w->broken = true;
-        rc = TFS_ERR(st, errno_code(cerr), "%s: write failed: %s", w->data_tmp, strerror(cerr));
+    w->data_renamed = true;
+    if ((rc = tfs_atomic_file_write(w->index_path, table, table_len, st)) != TFS_OK)
         goto fail;
-    }
-    rc = write_file(w->index_tmp, table, table_len, st);
-    if (rc != TFS_OK)
-        goto fail;
-    if (rename(w->data_tmp, w->data_path) == 0)
-        w->data_renamed = true;
-    if (!w->data_renamed || rename(w->index_tmp, w->index_path) != 0) {
-        int err = errno;
-        rc = TFS_ERR(st, errno_code(err), "%s: cannot rename into place: %s", w->prefix,
-                     strerror(err));
-        goto fail;
-    }
     w->finished = true;
     tfs_status_clear(st);
 fail:
@@ -328,25 +271,15 @@ void tfs_bundle_writer_free(tfs_bundle_writer *w)
 {
     if (!w)
         return;
-    if (w->data)
-        fclose(w->data);
-    if (!w->finished) {
-        if (w->data_tmp)
-            unlink(w->data_tmp);
-        if (w->index_tmp)
-            unlink(w->index_tmp);
-        if (w->data_renamed)
-            unlink(w->data_path);
-    }
+    tfs_atomic_file_abort(&w->data);
+    if (!w->finished && w->data_renamed)
+        unlink(w->data.path);
     for (int i = 0; i < w->count; i++) {
         tfs_free(w->entries[i].key);
         tfs_free(w->entries[i].proto);
     }
     tfs_free(w->entries);
     tfs_free(w->prefix);
-    tfs_free(w->data_path);
-    tfs_free(w->data_tmp);
     tfs_free(w->index_path);
-    tfs_free(w->index_tmp);
     tfs_free(w);
 }

@@ -54,16 +54,6 @@ static bool host_little_endian(void)
     return *(const uint8_t *)&one == 1;
 }
 
-static enum tfs_code errno_code(int err)
-{
-    switch (err) {
-    case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
-    case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC:  return TFS_RESOURCE_EXHAUSTED;
-    default:                   return TFS_UNKNOWN;
-    }
-}
-
 /* Reads exactly n bytes at off; false with errno set (0 on a short file) otherwise. */
 static bool pread_all(int fd, void *buf, size_t n, int64_t off)
 {
@@ -276,7 +266,7 @@ enum tfs_code tfs_bundle_open(const char *prefix, tfs_bundle **out, tfs_status *
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &sb) != 0) {
         int err = errno;
-        rc = TFS_ERR(st, errno_code(err), "%s: %s", path,
+        rc = TFS_ERR(st, tfs_code_from_errno(err), "%s: %s", path,
                      err == ENOENT ? "not found" : strerror(err));
         goto fail;
     }
@@ -297,8 +287,8 @@ enum tfs_code tfs_bundle_open(const char *prefix, tfs_bundle **out, tfs_status *
     }
     if (!pread_all(fd, buf, n, 0)) {
         int err = errno;
-        rc = TFS_ERR(st, err ? errno_code(err) : TFS_DATA_LOSS, "%s: read failed: %s", path,
-                     err ? strerror(err) : "file shrank while reading");
+        rc = TFS_ERR(st, err ? tfs_code_from_errno(err) : TFS_DATA_LOSS, "%s: read failed: %s",
+                     path, err ? strerror(err) : "file shrank while reading");
         goto fail;
     }
     rc = tfs__bundle_parse_index(buf, n, prefix, out, st);
@@ -360,20 +350,6 @@ static uint32_t load32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static bool get_varint64(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift <= 63 && *p < end; shift += 7) {
-        uint64_t byte = *(*p)++;
-        r |= (byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
-}
-
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
     for (int i = 0; i < n; i++)
@@ -396,7 +372,7 @@ static enum tfs_code decode_strings(const tfs_bundle_entry *e, const char *shard
     }
     for (int64_t i = 0; i < nelem; i++) {
         uint64_t v;
-        if (!get_varint64(&p, end, &v)) {
+        if (!tfs_varint_get(&p, end, TFS_VARINT_MAX_BYTES, &v)) {
             rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: tensor '%s': malformed length of string %lld",
                          shard, e->key, (long long)i);
             goto fail;
@@ -488,7 +464,7 @@ enum tfs_code tfs_bundle_read(tfs_bundle *b, const char *key, enum tfs_dtype wan
     fd = open(shard, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &sb) != 0) {
         int err = errno;
-        rc = TFS_ERR(st, errno_code(err), "%s: %s (needed for tensor '%s')", shard,
+        rc = TFS_ERR(st, tfs_code_from_errno(err), "%s: %s (needed for tensor '%s')", shard,
                      err == ENOENT ? "not found" : strerror(err), key);
         goto fail;
     }
@@ -515,8 +491,9 @@ enum tfs_code tfs_bundle_read(tfs_bundle *b, const char *key, enum tfs_dtype wan
     uint8_t *dst = e->dtype == TFS_DTYPE_STRING ? buf : t->data;
     if (e->size > 0 && !pread_all(fd, dst, (size_t)e->size, e->offset)) {
         int err = errno;
-        rc = TFS_ERR(st, err ? errno_code(err) : TFS_DATA_LOSS, "%s: reading tensor '%s': %s",
-                     shard, key, err ? strerror(err) : "file shrank while reading");
+        rc = TFS_ERR(st, err ? tfs_code_from_errno(err) : TFS_DATA_LOSS,
+                     "%s: reading tensor '%s': %s", shard, key,
+                     err ? strerror(err) : "file shrank while reading");
         goto fail;
     }
     if (e->dtype == TFS_DTYPE_STRING) {

@@ -1,6 +1,5 @@
 /* The `checkpoint` state file of a checkpoint directory, read and written as TensorFlow does, and
- * the small file helpers checkpoints and event files share (atomic replace, directory fsync,
- * mkdir -p).
+ * mkdir -p for checkpoints and event files (replacing files is runtime/file.h's job).
  *
  * DESIGN. TensorFlow writes the file from Python: text_format.MessageToString(CheckpointState),
  * which prints each set field as `name: value` on its own line, strings quoted with CEscape and
@@ -11,11 +10,8 @@
  * write (TF's C++ DebugString too) parses; errors come back as DATA_LOSS naming file and line.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,95 +22,30 @@
 #include "savedmodel/checkpoint-impl.h"
 #include "tensorflow/python/training/checkpoint_state.pb-c.h"
 
-enum tfs_code tfs__errno_code(int err)
-{
-    switch (err) {
-    case ENOENT: case ENOTDIR:           return TFS_NOT_FOUND;
-    case EACCES: case EPERM: case EROFS: return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
-    case EEXIST:                         return TFS_ALREADY_EXISTS;
-    default:                             return TFS_UNKNOWN;
-    }
-}
+/* ---- text ---------------------------------------------------------------------------------- */
 
-/* ---- text buffer ---------------------------------------------------------------------------- */
-
-static bool strbuf_reserve(tfs__strbuf *b, size_t extra)
+/* Appends s as protobuf's text format quotes a string (Python's CEscape, as_utf8=False): between
+ * double quotes, with \n \r \t \" \' \\ escaped and other bytes outside 32..126 as 3-digit
+ * octal. */
+static void put_quoted(tfs__buf *b, const char *s)
 {
-    if (b->oom)
-        return false;
-    if (b->len + extra + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *d = tfs_realloc(b->data, cap);
-    if (!d) {
-        b->oom = true;
-        return false;
-    }
-    b->data = d;
-    b->cap  = cap;
-    return true;
-}
-
-void tfs__strbuf_append(tfs__strbuf *b, const char *s, size_t n)
-{
-    if (!strbuf_reserve(b, n))
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-}
-
-void tfs__strbuf_printf(tfs__strbuf *b, const char *fmt, ...)
-{
-    char    small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        tfs__strbuf_append(b, small, (size_t)n);
-        return;
-    }
-    if (!strbuf_reserve(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void tfs__strbuf_quoted(tfs__strbuf *b, const char *s)
-{
-    tfs__strbuf_append(b, "\"", 1);
+    tfs__buf_append(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '\n': tfs__strbuf_append(b, "\\n", 2); break;
-        case '\r': tfs__strbuf_append(b, "\\r", 2); break;
-        case '\t': tfs__strbuf_append(b, "\\t", 2); break;
-        case '"':  tfs__strbuf_append(b, "\\\"", 2); break;
-        case '\'': tfs__strbuf_append(b, "\\'", 2); break;
-        case '\\': tfs__strbuf_append(b, "\\\\", 2); break;
+        case '\n': tfs__buf_append(b, "\\n", 2); break;
+        case '\r': tfs__buf_append(b, "\\r", 2); break;
+        case '\t': tfs__buf_append(b, "\\t", 2); break;
+        case '"':  tfs__buf_append(b, "\\\"", 2); break;
+        case '\'': tfs__buf_append(b, "\\'", 2); break;
+        case '\\': tfs__buf_append(b, "\\\\", 2); break;
         default:
             if (*p < 32 || *p >= 127)
-                tfs__strbuf_printf(b, "\\%03o", *p);
+                tfs__buf_printf(b, "\\%03o", *p);
             else
-                tfs__strbuf_append(b, (const char *)p, 1);
+                tfs__buf_append(b, (const char *)p, 1);
         }
     }
-    tfs__strbuf_append(b, "\"", 1);
-}
-
-void tfs__strbuf_free(tfs__strbuf *b)
-{
-    if (!b)
-        return;
-    tfs_free(b->data);
-    *b = (tfs__strbuf){0};
+    tfs__buf_append(b, "\"", 1);
 }
 
 /* ---- Python's repr(float) ------------------------------------------------------------------- */
@@ -194,33 +125,28 @@ char *tfs__format_double_repr(double v, char *buf)
 enum tfs_code tfs__checkpoint_state_render(const tfs_checkpoint_state *s, char **out,
                                            tfs_status *st)
 {
-    tfs__strbuf b = {0};
-    char        num[32];
+    tfs__buf b = {0};
+    char     num[32];
 
     *out = NULL;
     if (s->model_checkpoint_path && s->model_checkpoint_path[0]) {
-        tfs__strbuf_append(&b, "model_checkpoint_path: ", 23);
-        tfs__strbuf_quoted(&b, s->model_checkpoint_path);
-        tfs__strbuf_append(&b, "\n", 1);
+        tfs__buf_append(&b, "model_checkpoint_path: ", 23);
+        put_quoted(&b, s->model_checkpoint_path);
+        tfs__buf_append(&b, "\n", 1);
     }
     for (int i = 0; i < s->n_paths; i++) {
-        tfs__strbuf_append(&b, "all_model_checkpoint_paths: ", 28);
-        tfs__strbuf_quoted(&b, s->all_model_checkpoint_paths[i]);
-        tfs__strbuf_append(&b, "\n", 1);
+        tfs__buf_append(&b, "all_model_checkpoint_paths: ", 28);
+        put_quoted(&b, s->all_model_checkpoint_paths[i]);
+        tfs__buf_append(&b, "\n", 1);
     }
     for (int i = 0; i < s->n_timestamps; i++)
-        tfs__strbuf_printf(&b, "all_model_checkpoint_timestamps: %s\n",
+        tfs__buf_printf(&b, "all_model_checkpoint_timestamps: %s\n",
                            tfs__format_double_repr(s->all_model_checkpoint_timestamps[i], num));
     if (s->last_preserved_timestamp != 0)
-        tfs__strbuf_printf(&b, "last_preserved_timestamp: %s\n",
+        tfs__buf_printf(&b, "last_preserved_timestamp: %s\n",
                            tfs__format_double_repr(s->last_preserved_timestamp, num));
-    if (!b.oom && !b.data)
-        tfs__strbuf_append(&b, "", 0);
-    if (b.oom) {
-        tfs__strbuf_free(&b);
+    if (!(*out = tfs__buf_take(&b, NULL)))
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory rendering a checkpoint state");
-    }
-    *out = b.data;
     tfs_status_clear(st);
     return TFS_OK;
 }
@@ -260,7 +186,7 @@ enum tfs_code tfs_checkpoint_state_read(const char *dir, tfs_checkpoint_state **
         if (err == ENOENT || err == ENOTDIR)
             return TFS_ERR(st, TFS_NOT_FOUND, "%s: no checkpoint state file '%s' (no checkpoint "
                            "saved there yet?)", dir, path);
-        return TFS_ERR(st, tfs__errno_code(err), "%s: %s", path, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "%s: %s", path, strerror(err));
     }
     rc = tfs_textformat_parse_file(&tensorflow__checkpoint_state__descriptor, path,
                                    (ProtobufCMessage **)&m, st);
@@ -361,72 +287,6 @@ done:
 
 /* ---- file helpers --------------------------------------------------------------------------- */
 
-enum tfs_code tfs__fsync_dir(const char *dir, tfs_status *st)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        return TFS_ERR(st, tfs__errno_code(err), "%s: cannot sync directory: %s", dir,
-                       strerror(err));
-    }
-    close(fd);
-    return TFS_OK;
-}
-
-/* The directory part of path into buf ("." when there is none). */
-static void dirname_of(const char *path, char *buf, size_t n)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(buf, n, ".");
-    else if (slash == path)
-        snprintf(buf, n, "/");
-    else
-        snprintf(buf, n, "%.*s", (int)(slash - path), path);
-}
-
-enum tfs_code tfs__write_file_atomic(const char *path, const void *data, size_t n, tfs_status *st)
-{
-    static atomic_uint serial;
-    char               tmp[PATH_MAX], dir[PATH_MAX];
-    const char        *p = data;
-    int                fd, err = 0;
-
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld-%u", path, (long)getpid(),
-                         atomic_fetch_add(&serial, 1)) >= sizeof tmp)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: path too long", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err = errno;
-        return TFS_ERR(st, tfs__errno_code(err), "%s: cannot create: %s", tmp, strerror(err));
-    }
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : ENOSPC;
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    if (!err && fsync(fd) != 0)
-        err = errno;
-    if (close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        return TFS_ERR(st, tfs__errno_code(err), "%s: write failed: %s", path, strerror(err));
-    }
-    dirname_of(path, dir, sizeof dir);
-    return tfs__fsync_dir(dir, st);
-}
-
 enum tfs_code tfs__mkdirs(const char *dir, tfs_status *st)
 {
     char        buf[PATH_MAX];
@@ -443,7 +303,7 @@ enum tfs_code tfs__mkdirs(const char *dir, tfs_status *st)
         buf[i] = 0;
         if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
             int err = errno;
-            return TFS_ERR(st, tfs__errno_code(err), "%s: cannot create directory: %s", buf,
+            return TFS_ERR(st, tfs_code_from_errno(err), "%s: cannot create directory: %s", buf,
                            strerror(err));
         }
         buf[i] = c;

@@ -245,18 +245,18 @@ enum tfs_code tfs_checkpoint_save(const char *dir_in, const char *name, int64_t 
     if ((rc = tfs_bundle_writer_finish(bw, st)) != TFS_OK)
         goto fail;
     bundle_written = true;
-    if ((rc = tfs__fsync_dir(dir, st)) != TFS_OK)
+    if ((rc = tfs_dir_fsync(dir, st)) != TFS_OK)
         goto fail;
 
     /* Commit. */
-    if ((rc = tfs__write_file_atomic(state_file, text1, strlen(text1), st)) != TFS_OK)
+    if ((rc = tfs_atomic_file_write(state_file, text1, strlen(text1), st)) != TFS_OK)
         goto fail;
     bundle_written = false;
     for (int i = 0; i < n_victims; i++)
         remove_checkpoint_files(victim[i]);
     if (n_victims) {
         tfs_status st2;
-        if (tfs__write_file_atomic(state_file, text2, strlen(text2), &st2) != TFS_OK)
+        if (tfs_atomic_file_write(state_file, text2, strlen(text2), &st2) != TFS_OK)
             TFS_LOG_WARN("savedmodel", "checkpoint %s saved, but the state file still lists "
                          "deleted checkpoints: %s", prefix, st2.msg);
     }

@@ -421,18 +421,6 @@ enum tfs_code tfs__graph_def_pack(const tfs_graph *g, uint8_t **out, size_t *len
     return rc;
 }
 
-static enum tfs_code write_file(const char *path, const uint8_t *data, size_t n, tfs_status *st)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", path, strerror(errno));
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    ok = fclose(f) == 0 && ok;
-    return ok ? TFS_OK : TFS_ERR(st, TFS_DATA_LOSS, "%s: write failed", path);
-}
-
 static void remove_tree(const char *dir)
 {
     char path[4096];
@@ -465,11 +453,11 @@ enum tfs_code tfs_savedmodel_write(const char *dir, const tfs_graph *graph,
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%d", dir, (int)getpid()) >= sizeof tmp - 64)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "path too long: %s", dir);
     if (mkdir(tmp, 0755) != 0)
-        return TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", tmp, strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s", tmp, strerror(errno));
     made_tmp = true;
     snprintf(path, sizeof path, "%s/variables", tmp);
     if (mkdir(path, 0755) != 0) {
-        rc = TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", path, strerror(errno));
+        rc = TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s", path, strerror(errno));
         goto done;
     }
 
@@ -527,7 +515,7 @@ enum tfs_code tfs_savedmodel_write(const char *dir, const tfs_graph *graph,
         goto oom;
     tensorflow__saved_model__pack(&sm, bytes);
     snprintf(path, sizeof path, "%s/saved_model.pb", tmp);
-    if ((rc = write_file(path, bytes, len, st)) != TFS_OK)
+    if ((rc = tfs_atomic_file_write(path, bytes, len, st)) != TFS_OK)
         goto done;
 
     /* variables */
@@ -541,11 +529,15 @@ enum tfs_code tfs_savedmodel_write(const char *dir, const tfs_graph *graph,
         if ((rc = tfs_bundle_writer_finish(bw, st)) != TFS_OK)
             goto done;
     }
+    /* Each file was synced with its folder as it was written; the folder rename is made durable
+     * here, so a crash leaves either no version or a complete one. */
     if (rename(tmp, dir) != 0) {
-        rc = TFS_ERR(st, TFS_PERMISSION_DENIED, "rename %s -> %s: %s", tmp, dir, strerror(errno));
+        rc = TFS_ERR(st, tfs_code_from_errno(errno), "rename %s -> %s: %s", tmp, dir,
+                     strerror(errno));
         goto done;
     }
     made_tmp = false;
+    rc = tfs_dir_fsync_parent(dir, st);
     goto done;
 oom:
     rc = (st && st->code != TFS_OK) ? st->code

@@ -81,7 +81,7 @@ static enum tfs_code model_file_read(void *user, const char *path, char **data, 
     FILE *f = NULL;
     enum tfs_code rc = TFS_OK;
     if (!real) {
-        rc = TFS_ERR(st, errno == ENOENT ? TFS_NOT_FOUND : TFS_PERMISSION_DENIED, "%s: %s", path,
+        rc = TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s", path,
                      strerror(errno));
         goto done;
     }
@@ -148,7 +148,7 @@ enum tfs_code tfs__saved_model_read(const char *dir, Tensorflow__SavedModel **ou
     if (!path)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory");
     if (!(f = fopen(path, "rb"))) {
-        rc = TFS_ERR(st, errno == ENOENT ? TFS_NOT_FOUND : TFS_PERMISSION_DENIED,
+        rc = TFS_ERR(st, tfs_code_from_errno(errno),
                      "%s: %s (saved_model.pbtxt is not supported)", path, strerror(errno));
         goto done;
     }

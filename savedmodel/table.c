@@ -49,31 +49,15 @@ static uint64_t load64(const uint8_t *p)
     return (uint64_t)load32(p) | (uint64_t)load32(p + 4) << 32;
 }
 
-/* Reads a varint of at most `maxbits` bits from [*p, end); advances *p. false when truncated,
- * too long or too large. */
-static bool get_varint(const uint8_t **p, const uint8_t *end, int maxbits, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; *p < end; shift += 7) {
-        uint64_t b = *(*p)++;
-        if (shift + 7 > maxbits && (b & 0x7f) >> (maxbits - shift) != 0)
-            return false;   /* bits beyond maxbits */
-        r |= (b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-        if (shift + 7 >= maxbits)
-            return false;   /* a continuation past the last allowed byte */
-    }
-    return false;
-}
-
+/* A varint32 as LevelDB writes them (shared/unshared/value lengths): at most 5 bytes, and here a
+ * value past 32 bits is a corrupt block rather than one to truncate. */
 static bool get_varint32(const uint8_t **p, const uint8_t *end, uint32_t *v)
 {
-    uint64_t x;
-    if (!get_varint(p, end, 32, &x))
+    const uint8_t *q = *p;
+    uint64_t       x;
+    if (!tfs_varint_get(&q, end, TFS_VARINT32_MAX_BYTES, &x) || x > UINT32_MAX)
         return false;
+    *p = q;
     *v = (uint32_t)x;
     return true;
 }
@@ -96,7 +80,8 @@ typedef struct parser {
 
 static bool decode_handle(const uint8_t **p, const uint8_t *end, block_handle *h)
 {
-    return get_varint(p, end, 64, &h->offset) && get_varint(p, end, 64, &h->size);
+    return tfs_varint_get(p, end, TFS_VARINT_MAX_BYTES, &h->offset) &&
+           tfs_varint_get(p, end, TFS_VARINT_MAX_BYTES, &h->size);
 }
 
 /* Checks a block's bounds and trailer and yields its contents: borrowed from the file when raw,
@@ -165,9 +150,8 @@ typedef enum tfs_code (*entry_fn)(parser *ps, const uint8_t *key, size_t klen, c
 static enum tfs_code parse_block(parser *ps, const uint8_t *b, size_t len, const char *what,
                                  entry_fn fn, tfs_status *st)
 {
-    uint8_t      *key = NULL;
-    size_t        klen = 0, kcap = 0;
-    enum tfs_code rc   = TFS_OK;
+    tfs__buf      key = {0};   /* the current entry's full key */
+    enum tfs_code rc  = TFS_OK;
 
     if (len < 4) {
         rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: %s is %zu bytes, too short for a block", ps->name,
@@ -199,33 +183,26 @@ static enum tfs_code parse_block(parser *ps, const uint8_t *b, size_t len, const
                          what, p - b);
             goto fail;
         }
-        if (shared > klen || unshared > (size_t)(end - p) || vlen > (size_t)(end - p) - unshared) {
+        if (shared > key.len || unshared > (size_t)(end - p) ||
+            vlen > (size_t)(end - p) - unshared) {
             rc = TFS_ERR(st, TFS_DATA_LOSS, "%s: %s: entry at byte %td overruns the block",
                          ps->name, what, p - b);
             goto fail;
         }
-        size_t nk = (size_t)shared + unshared;
-        if (nk > kcap) {
-            size_t   ncap = nk < 64 ? 64 : nk * 2;
-            uint8_t *nkey = tfs_realloc(key, ncap);
-            if (!nkey) {
-                rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", ps->name);
-                goto fail;
-            }
-            key  = nkey;
-            kcap = ncap;
+        key.len = shared;   /* the prefix it shares with the previous key, then its own bytes */
+        tfs__buf_append(&key, p, unshared);
+        if (key.oom) {
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory", ps->name);
+            goto fail;
         }
-        if (unshared)
-            memcpy(key + shared, p, unshared);
-        klen = nk;
         p += unshared;
-        rc = fn(ps, key, klen, p, vlen, st);
+        rc = fn(ps, (const uint8_t *)key.data, key.len, p, vlen, st);
         if (rc != TFS_OK)
             goto fail;
         p += vlen;
     }
 fail:
-    tfs_free(key);
+    tfs__buf_deinit(&key);
     return rc;
 }
 
@@ -372,63 +349,19 @@ void tfs__table_free(tfs__table *t)
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
-/* A growable byte buffer; `failed` latches an allocation failure so appends can be unchecked. */
-typedef struct bytes {
-    uint8_t *p;
-    size_t   len, cap;
-    bool     failed;
-} bytes;
-
-static void put(bytes *b, const void *src, size_t n)
-{
-    if (b->failed || n == 0)
-        return;
-    if (n > b->cap - b->len) {
-        size_t ncap = b->cap ? b->cap : 256;
-        while (ncap - b->len < n) {
-            if (ncap > SIZE_MAX / 2) {
-                b->failed = true;
-                return;
-            }
-            ncap *= 2;
-        }
-        uint8_t *np = tfs_realloc(b->p, ncap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p   = np;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void put32(bytes *b, uint32_t v)
+static void put32(tfs__buf *b, uint32_t v)
 {
     uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put(b, x, 4);
-}
-
-static void put_varint(bytes *b, uint64_t v)
-{
-    uint8_t x[10];
-    int     n = 0;
-    while (v >= 0x80) {
-        x[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    x[n++] = (uint8_t)v;
-    put(b, x, (size_t)n);
+    tfs__buf_append(b, x, 4);
 }
 
 /* One block being built: prefix-compressed entries with a restart point every 16 entries. */
 typedef struct block_builder {
-    bytes    buf;
-    bytes    restarts;   /* fixed32 offsets, the first always 0 */
+    tfs__buf buf;
+    tfs__buf restarts;   /* fixed32 offsets, the first always 0 */
     int      counter;    /* entries since the last restart */
     int      interval;   /* entries per restart: 16, or 1 for the index block as in LevelDB */
-    bytes    last_key;
+    tfs__buf last_key;
 } block_builder;
 
 static void bb_reset(block_builder *bb)
@@ -440,14 +373,14 @@ static void bb_reset(block_builder *bb)
 
 static void bb_free(block_builder *bb)
 {
-    tfs_free(bb->buf.p);
-    tfs_free(bb->restarts.p);
-    tfs_free(bb->last_key.p);
+    tfs__buf_deinit(&bb->buf);
+    tfs__buf_deinit(&bb->restarts);
+    tfs__buf_deinit(&bb->last_key);
 }
 
 static bool bb_failed(const block_builder *bb)
 {
-    return bb->buf.failed || bb->restarts.failed || bb->last_key.failed;
+    return bb->buf.oom || bb->restarts.oom || bb->last_key.oom;
 }
 
 static void bb_add(block_builder *bb, const void *key, size_t klen, const void *val, size_t vlen)
@@ -455,20 +388,20 @@ static void bb_add(block_builder *bb, const void *key, size_t klen, const void *
     size_t shared = 0;
     if (bb->counter < bb->interval) {
         size_t m = bb->last_key.len < klen ? bb->last_key.len : klen;
-        while (shared < m && bb->last_key.p[shared] == ((const uint8_t *)key)[shared])
+        while (shared < m && (uint8_t)bb->last_key.data[shared] == ((const uint8_t *)key)[shared])
             shared++;
     } else {
         put32(&bb->restarts, (uint32_t)bb->buf.len);
         bb->counter = 0;
     }
-    put_varint(&bb->buf, shared);
-    put_varint(&bb->buf, klen - shared);
-    put_varint(&bb->buf, vlen);
+    tfs__buf_varint(&bb->buf, shared);
+    tfs__buf_varint(&bb->buf, klen - shared);
+    tfs__buf_varint(&bb->buf, vlen);
     if (klen > shared)   /* key may be NULL when empty */
-        put(&bb->buf, (const uint8_t *)key + shared, klen - shared);
-    put(&bb->buf, val, vlen);
+        tfs__buf_append(&bb->buf, (const uint8_t *)key + shared, klen - shared);
+    tfs__buf_append(&bb->buf, val, vlen);
     bb->last_key.len = 0;
-    put(&bb->last_key, key, klen);
+    tfs__buf_append(&bb->last_key, key, klen);
     bb->counter++;
 }
 
@@ -479,58 +412,60 @@ static size_t bb_estimate(const block_builder *bb)
 
 /* Appends the finished block plus its trailer (type 0, masked crc) to out; resets the builder.
  * Returns the block's handle. */
-static block_handle bb_flush(block_builder *bb, bytes *out)
+static block_handle bb_flush(block_builder *bb, tfs__buf *out)
 {
-    put(&bb->buf, bb->restarts.p, bb->restarts.len);
+    tfs__buf_append(&bb->buf, bb->restarts.data, bb->restarts.len);
     put32(&bb->buf, (uint32_t)(bb->restarts.len / 4));
     block_handle h = {out->len, bb->buf.len};
     uint8_t      type = 0;
-    put(out, bb->buf.p, bb->buf.len);
-    put(out, &type, 1);
-    put32(out, tfs__crc_mask(tfs__crc32c_extend(tfs__crc32c(bb->buf.p, bb->buf.len), &type, 1)));
+    tfs__buf_append(out, bb->buf.data, bb->buf.len);
+    tfs__buf_append(out, &type, 1);
+    put32(out, tfs__crc_mask(tfs__crc32c_extend(tfs__crc32c(bb->buf.data, bb->buf.len), &type, 1)));
     bb_reset(bb);
     return h;
 }
 
 /* LevelDB's FindShortestSeparator: shortens `start` (in place) to a key k with
  * start <= k < limit, so index blocks stay small. */
-static void shortest_separator(bytes *start, const uint8_t *limit, size_t llen)
+static void shortest_separator(tfs__buf *start, const uint8_t *limit, size_t llen)
 {
-    size_t m = start->len < llen ? start->len : llen, i = 0;
-    while (i < m && start->p[i] == limit[i])
+    uint8_t *sp = (uint8_t *)start->data;
+    size_t   m  = start->len < llen ? start->len : llen, i = 0;
+    while (i < m && sp[i] == limit[i])
         i++;
     if (i >= m)
         return;   /* one is a prefix of the other */
-    uint8_t c = start->p[i];
+    uint8_t c = sp[i];
     if (c < 0xff && c + 1 < limit[i]) {
-        start->p[i]++;
+        sp[i]++;
         start->len = i + 1;
     }
 }
 
 /* LevelDB's FindShortSuccessor: the shortest key >= `key` (in place). */
-static void short_successor(bytes *key)
+static void short_successor(tfs__buf *key)
 {
+    uint8_t *kp = (uint8_t *)key->data;
     for (size_t i = 0; i < key->len; i++) {
-        if (key->p[i] != 0xff) {
-            key->p[i]++;
+        if (kp[i] != 0xff) {
+            kp[i]++;
             key->len = i + 1;
             return;
         }
     }
 }
 
-static void put_handle(bytes *b, block_handle h)
+static void put_handle(tfs__buf *b, block_handle h)
 {
-    put_varint(b, h.offset);
-    put_varint(b, h.size);
+    tfs__buf_varint(b, h.offset);
+    tfs__buf_varint(b, h.size);
 }
 
 enum tfs_code tfs__table_build(const tfs__table_entry *entries, int count, uint8_t **out,
                                size_t *out_len, tfs_status *st)
 {
     block_builder data = {0}, index = {0}, meta = {0};
-    bytes         file = {0}, sep = {0}, hbuf = {0};
+    tfs__buf      file = {0}, sep = {0}, hbuf = {0};
     block_handle  pending = {0};
     bool          have_pending = false;
     enum tfs_code rc = TFS_OK;
@@ -564,13 +499,13 @@ enum tfs_code tfs__table_build(const tfs__table_entry *entries, int count, uint8
             shortest_separator(&sep, (const uint8_t *)e->key, e->key_len);
             hbuf.len = 0;
             put_handle(&hbuf, pending);
-            bb_add(&index, sep.p, sep.len, hbuf.p, hbuf.len);
+            bb_add(&index, sep.data, sep.len, hbuf.data, hbuf.len);
             have_pending = false;
         }
         bb_add(&data, e->key, e->key_len, e->value, e->value_len);
         if (bb_estimate(&data) >= TABLE_BLOCK_SIZE || i == count - 1) {
             sep.len = 0;
-            put(&sep, data.last_key.p, data.last_key.len);
+            tfs__buf_append(&sep, data.last_key.data, data.last_key.len);
             pending      = bb_flush(&data, &file);
             have_pending = true;
         }
@@ -579,37 +514,38 @@ enum tfs_code tfs__table_build(const tfs__table_entry *entries, int count, uint8
         short_successor(&sep);
         hbuf.len = 0;
         put_handle(&hbuf, pending);
-        bb_add(&index, sep.p, sep.len, hbuf.p, hbuf.len);
+        bb_add(&index, sep.data, sep.len, hbuf.data, hbuf.len);
     }
 
     block_handle meta_h  = bb_flush(&meta, &file);
     block_handle index_h = bb_flush(&index, &file);
-    bytes        footer  = {0};
+    tfs__buf     footer  = {0};
     put_handle(&footer, meta_h);
     put_handle(&footer, index_h);
     uint8_t zeros[40] = {0};
-    put(&footer, zeros, 40 - footer.len);
+    tfs__buf_append(&footer, zeros, 40 - footer.len);
     put32(&footer, (uint32_t)TABLE_MAGIC);
     put32(&footer, (uint32_t)(TABLE_MAGIC >> 32));
-    put(&file, footer.p, footer.len);
-    bool footer_failed = footer.failed;
-    tfs_free(footer.p);
+    tfs__buf_append(&file, footer.data, footer.len);
+    bool footer_failed = footer.oom;
+    tfs__buf_deinit(&footer);
 
-    if (footer_failed || file.failed || sep.failed || hbuf.failed || bb_failed(&data) ||
+    if (footer_failed || file.oom || sep.oom || hbuf.oom || bb_failed(&data) ||
         bb_failed(&index) || bb_failed(&meta)) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building a table");
         goto fail;
     }
-    *out     = file.p;
-    *out_len = file.len;
-    file.p   = NULL;
+    if (!(*out = (uint8_t *)tfs__buf_take(&file, out_len))) {
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building a table");
+        goto fail;
+    }
     tfs_status_clear(st);
 fail:
     bb_free(&data);
     bb_free(&index);
     bb_free(&meta);
-    tfs_free(file.p);
-    tfs_free(sep.p);
-    tfs_free(hbuf.p);
+    tfs__buf_deinit(&file);
+    tfs__buf_deinit(&sep);
+    tfs__buf_deinit(&hbuf);
     return rc;
 }

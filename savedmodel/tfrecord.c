@@ -40,16 +40,6 @@ struct tfs_tfrecord_writer {
     int   err;   /* errno of the first failed write or flush: the file is incomplete */
 };
 
-static enum tfs_code errno_code(int err)
-{
-    switch (err) {
-    case ENOENT: case ENOTDIR: return TFS_NOT_FOUND;
-    case EACCES: case EPERM:   return TFS_PERMISSION_DENIED;
-    case ENOMEM: case ENOSPC: case EDQUOT: case EFBIG: return TFS_RESOURCE_EXHAUSTED;
-    default:                   return TFS_UNKNOWN;
-    }
-}
-
 static uint64_t load_le64(const uint8_t *p)
 {
     uint64_t v = 0;
@@ -89,7 +79,7 @@ enum tfs_code tfs_tfrecord_reader_open(const char *path, tfs_tfrecord_reader **o
     }
     if (!(r->f = fopen(path, "rb"))) {
         int err = errno;
-        TFS_ERR(st, errno_code(err), "%s: cannot open: %s", path, strerror(err));
+        TFS_ERR(st, tfs_code_from_errno(err), "%s: cannot open: %s", path, strerror(err));
         goto fail;
     }
     if (fstat(fileno(r->f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -191,7 +181,8 @@ enum tfs_code tfs_tfrecord_writer_open(const char *path, tfs_tfrecord_writer **o
         int err = errno;
         tfs_free(w->path);
         tfs_free(w);
-        return TFS_ERR(st, errno_code(err), "%s: cannot create: %s", path, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "%s: cannot create: %s", path,
+                       strerror(err));
     }
     *out = w;
     tfs_status_clear(st);
@@ -207,7 +198,7 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: a record of %zu bytes exceeds the limit "
                        "of %zu bytes", w->path, len, (size_t)TFS_TFRECORD_MAX_RECORD_BYTES);
     if (w->err)
-        return TFS_ERR(st, errno_code(w->err), "%s: an earlier write failed: %s", w->path,
+        return TFS_ERR(st, tfs_code_from_errno(w->err), "%s: an earlier write failed: %s", w->path,
                        strerror(w->err));
     store_le64(head, (uint64_t)len);
     store_le32(head + 8, tfs__crc_mask(tfs__crc32c(head, 8)));
@@ -217,7 +208,8 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
         fwrite(foot, 1, sizeof foot, w->f) != sizeof foot) {
         int err = errno;
         w->err  = err;
-        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "%s: write failed: %s",
+                       w->path, strerror(err));
     }
     tfs_status_clear(st);
     return TFS_OK;
@@ -226,12 +218,13 @@ enum tfs_code tfs_tfrecord_writer_write(tfs_tfrecord_writer *w, const void *data
 enum tfs_code tfs_tfrecord_writer_flush(tfs_tfrecord_writer *w, tfs_status *st)
 {
     if (w->err)
-        return TFS_ERR(st, errno_code(w->err), "%s: an earlier write failed: %s", w->path,
+        return TFS_ERR(st, tfs_code_from_errno(w->err), "%s: an earlier write failed: %s", w->path,
                        strerror(w->err));
     if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
         int err = errno;
         w->err  = err;
-        return TFS_ERR(st, errno_code(err), "%s: write failed: %s", w->path, strerror(err));
+        return TFS_ERR(st, tfs_code_from_errno(err), "%s: write failed: %s",
+                       w->path, strerror(err));
     }
     tfs_status_clear(st);
     return TFS_OK;
@@ -245,10 +238,11 @@ enum tfs_code tfs_tfrecord_writer_close(tfs_tfrecord_writer *w, tfs_status *st)
     int ferr = ferror(w->f) ? (w->err ? w->err : EIO) : w->err;
     if (fclose(w->f) != 0) {
         int err = errno;
-        code = TFS_ERR(st, errno_code(err), "%s: close failed: %s", w->path, strerror(err));
+        code = TFS_ERR(st, tfs_code_from_errno(err), "%s: close failed: %s",
+                       w->path, strerror(err));
     } else if (ferr) {
         /* stdio may have dropped the buffer that failed: what was written is incomplete. */
-        code = TFS_ERR(st, errno_code(ferr), "%s: an earlier write failed: %s", w->path,
+        code = TFS_ERR(st, tfs_code_from_errno(ferr), "%s: an earlier write failed: %s", w->path,
                        strerror(ferr));
     } else {
         tfs_status_clear(st);

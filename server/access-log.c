@@ -45,8 +45,8 @@ enum tfs_code tfs__access_log_open(const char *path, double rate, tfs_status *st
     tfs__access_log_close();
     FILE *f = fopen(path, "ae");
     if (!f)
-        return TFS_ERR(st, TFS_UNAVAILABLE, "could not open the access log '%s': %s", path,
-                       strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "could not open the access log '%s': %s",
+                       path, strerror(errno));
     char *buf = tfs_malloc(BUF_BYTES);
     if (buf)
         setvbuf(f, buf, _IOFBF, BUF_BYTES);

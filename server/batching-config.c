@@ -79,7 +79,8 @@ enum tfs_code tfs__batching_per_model(void *ctx, const char *dir, tfs_batching_p
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT)
             return TFS_OK;
-        return TFS_ERR(st, TFS_PERMISSION_DENIED, "cannot read %s: %s", path, strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "cannot read %s: %s", path,
+                       strerror(errno));
     }
     int64_t threads = out->num_batch_threads;
     enum tfs_code code = tfs__batching_read_file(path, out, st);

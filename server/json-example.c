@@ -21,22 +21,11 @@
 
 /* ---- wire writer ---------------------------------------------------------------------------- */
 
-static void put_varint(tfs__buf *b, uint64_t v)
-{
-    char   tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    tfs__buf_append(b, tmp, n);
-}
-
 /* A length-delimited field: tag, length, bytes. */
 static void put_bytes_field(tfs__buf *b, unsigned field, const void *p, size_t n)
 {
-    put_varint(b, (uint64_t)field << 3 | 2);
-    put_varint(b, n);
+    tfs__buf_varint(b, (uint64_t)field << 3 | 2);
+    tfs__buf_varint(b, n);
     tfs__buf_append(b, p, n);
 }
 
@@ -109,7 +98,7 @@ static enum tfs_code add_element(const tfs__jv *v, const char *name, int *kind, 
     switch (v->type) {
     case TFS__J_TRUE:
     case TFS__J_FALSE:
-        put_varint(list, v->type == TFS__J_TRUE ? 1 : 0);
+        tfs__buf_varint(list, v->type == TFS__J_TRUE ? 1 : 0);
         break;
     case TFS__J_NUMBER:
         if (v->num == TFS__JNUM_UINT)
@@ -117,7 +106,7 @@ static enum tfs_code add_element(const tfs__jv *v, const char *name, int *kind, 
                            "Feature: %s has uint64_t element. Only int64_t is supported.", name);
         if (v->num == TFS__JNUM_INT) {
             /* negative int64 values are 10-byte varints of their two's complement, as protobuf */
-            put_varint(list, (uint64_t)v->i);
+            tfs__buf_varint(list, (uint64_t)v->i);
         } else {
             /* IsLosslessDecimal<float>: NaN and the infinities pass, finite values must fit */
             if (isfinite(v->d) && (v->d > FLT_MAX || v->d < -FLT_MAX)) {

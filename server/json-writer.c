@@ -1,4 +1,4 @@
-/* The output side of the REST API: a growable buffer and a small JSON writer.
+/* The output side of the REST API: a small JSON writer.
  *
  * We do not print responses with jansson because its number text differs from TF Serving's (0.1f
  * comes out as 0.10000000149011612). The writer reproduces rapidjson's PrettyWriter layout, which
@@ -15,82 +15,6 @@
 
 #include "runtime/alloc.h"
 #include "server/server-impl.h"
-
-/* ---- buffer --------------------------------------------------------------------------------- */
-
-void tfs__buf_init(tfs__buf *b)
-{
-    memset(b, 0, sizeof *b);
-}
-
-void tfs__buf_deinit(tfs__buf *b)
-{
-    if (!b)
-        return;
-    tfs_free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
-static bool buf_reserve(tfs__buf *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->oom = true;
-        return false;
-    }
-    size_t need = b->len + extra + 1;   /* + NUL */
-    if (need <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap *= 2;
-    char *p = tfs_realloc(b->data, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
-void tfs__buf_append_slow(tfs__buf *b, const void *p, size_t n)
-{
-    if (!buf_reserve(b, n))
-        return;
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = 0;
-}
-
-void tfs__buf_puts(tfs__buf *b, const char *s)
-{
-    tfs__buf_append(b, s, strlen(s));
-}
-
-
-void tfs__buf_printf(tfs__buf *b, const char *fmt, ...)
-{
-    char    small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        tfs__buf_append(b, small, (size_t)n);
-        return;
-    }
-    if (!buf_reserve(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 /* ---- numbers -------------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
-/* server internals shared by the files of server/ and by tests/server: the output buffer and the
- * JSON writer, base64, URL routing, the code -> HTTP status table, the JSON <-> tensor codecs, the
- * status/metadata documents and the REST request processor. Not for use outside server/.
+/* server internals shared by the files of server/ and by tests/server: the JSON writer (onto
+ * runtime/buf.h's buffer), base64, URL routing, the code -> HTTP status table, the JSON <-> tensor
+ * codecs, the status/metadata documents and the REST request processor. Not for use outside
+ * server/.
  */
 #ifndef TFS_SERVER_SERVER_IMPL_H
 #define TFS_SERVER_SERVER_IMPL_H
@@ -10,41 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "runtime/buf.h"
 #include "server/server.h"
-
-/* ---- growable byte buffer (json-writer.c) --------------------------------------------------- */
-
-/* A byte string that grows with tfs_realloc. Out of memory is sticky (b->oom) so writers can
- * append without checking every call and test once at the end. data is NUL-terminated when
- * non-NULL. Zero-initialise (or tfs__buf_init) before use. */
-typedef struct tfs__buf {
-    char  *data;
-    size_t len;
-    size_t cap;
-    bool   oom;
-} tfs__buf;
-
-void tfs__buf_init(tfs__buf *b);
-void tfs__buf_deinit(tfs__buf *b);   /* frees data; NULL-safe */
-void tfs__buf_append_slow(tfs__buf *b, const void *p, size_t n);   /* grows, or marks oom */
-/* Appends n bytes; inline while they fit (a response is mostly single bytes and short runs). */
-static inline void tfs__buf_append(tfs__buf *b, const void *p, size_t n)
-{
-    /* n == 0 takes the slow path: p may be NULL then, which memcpy must not see */
-    if (n && b->cap - b->len > n && b->data) {
-        memcpy(b->data + b->len, p, n);
-        b->len += n;
-        b->data[b->len] = 0;
-    } else {
-        tfs__buf_append_slow(b, p, n);
-    }
-}
-static inline void tfs__buf_putc(tfs__buf *b, char c)
-{
-    tfs__buf_append(b, &c, 1);
-}
-void tfs__buf_puts(tfs__buf *b, const char *s);
-void tfs__buf_printf(tfs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- name map (name-map.c) ------------------------------------------------------------------ */
 

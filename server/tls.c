@@ -33,26 +33,23 @@ enum tfs_code tfs__tls_read_file(const char *path, char **out, tfs_status *st)
     tfs__buf_init(&b);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return TFS_ERR(st, errno == ENOENT ? TFS_NOT_FOUND : errno == EACCES
-                                                                 ? TFS_PERMISSION_DENIED
-                                                                 : TFS_INVALID_ARGUMENT,
-                       "could not open '%s': %s", path, strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "could not open '%s': %s", path,
+                       strerror(errno));
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= MAX_PEM_FILE)
         tfs__buf_append(&b, chunk, n);
     if (ferror(f))
-        code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "could not read '%s': %s", path,
+        code = TFS_ERR(st, tfs_code_from_errno(errno), "could not read '%s': %s", path,
                        strerror(errno));
     else if (b.len > MAX_PEM_FILE)
         code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "could not read '%s': more than the 1 MiB a "
                        "PEM file may have", path);
-    else if (b.oom || (!b.data && !(b.data = tfs_strdup(""))))
-        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory reading '%s'", path);
     fclose(f);
     if (code != TFS_OK) {
         tfs__buf_deinit(&b);
         return code;
     }
-    *out = b.data;   /* NUL-terminated by the buffer */
+    if (!(*out = tfs__buf_take(&b, NULL)))   /* NUL-terminated by the buffer */
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory reading '%s'", path);
     return TFS_OK;
 }
 

@@ -702,7 +702,7 @@ enum tfs_code tfs_train_config_load(const char *path, tfs_train_config **out, tf
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return TFS_ERR(st, errno == ENOENT ? TFS_NOT_FOUND : TFS_PERMISSION_DENIED, "%s: %s",
+        return TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s",
                        path, strerror(errno));
     char *buf = tfs_malloc(MAX_FILE_BYTES + 1);
     size_t n = buf ? fread(buf, 1, MAX_FILE_BYTES + 1, f) : 0;

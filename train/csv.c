@@ -40,7 +40,7 @@ typedef struct csv {
     /* the current record */
     field      *f;
     int         nf, capf;
-    tfs__bytes  text;       /* unquoted field texts, each NUL-terminated */
+    tfs__buf    text;       /* unquoted field texts, each NUL-terminated */
     tfs_status *st;
 } csv;
 
@@ -51,20 +51,8 @@ static enum tfs_code oom(csv *c)
 
 static bool put(csv *c, const char *s, size_t n)
 {
-    tfs__bytes *b = &c->text;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n + 1)
-            cap *= 2;
-        uint8_t *p = tfs_realloc(b->data, cap);
-        if (!p)
-            return false;
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    return true;
+    tfs__buf_append(&c->text, s, n);
+    return !c->text.oom;
 }
 
 /* Reads one record into c->f. Returns OUT_OF_RANGE at the end of the file. */
@@ -146,7 +134,7 @@ static enum tfs_code read_record(csv *c)
 /* The field's text without surrounding blanks, NUL-terminated in place. */
 static char *trimmed(csv *c, int i)
 {
-    char  *s = (char *)c->text.data + c->f[i].off;
+    char  *s = c->text.data + c->f[i].off;
     size_t n = c->f[i].len;
     while (n && (*s == ' ' || *s == '\t' || *s == '\r'))
         s++, n--;
@@ -350,7 +338,7 @@ done:
     tfs_free(fbuf);
     tfs_free(lbuf);
     tfs_free(c.f);
-    tfs_free(c.text.data);
+    tfs__buf_deinit(&c.text);
     tfs_free(file);
     return code;
 }

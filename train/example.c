@@ -308,7 +308,7 @@ enum tfs_code tfs_tfrecord_examples_read(const char *const *paths, int n_paths,
 {
     tfs_example_parser  *p = NULL;
     tfs_tfrecord_reader *r = NULL;
-    tfs__bytes           bytes = {0}, namebuf = {0};
+    tfs__buf             bytes = {0}, namebuf = {0};
     tfs_tensor         **parts = NULL;   /* [nparts][n_spec] */
     int                  nparts = 0, capparts = 0, nb = 0;
     size_t               offs[READ_BATCH + 1], noffs[READ_BATCH];
@@ -333,10 +333,12 @@ enum tfs_code tfs_tfrecord_examples_read(const char *const *paths, int n_paths,
             }
             if (have) {
                 offs[nb] = bytes.len;
-                if (!tfs__bytes_append(&bytes, rec, len))
-                    goto oom;
+                tfs__buf_append(&bytes, rec, len);
                 noffs[nb] = namebuf.len;
-                if (!tfs__bytes_printf(&namebuf, "%s:record %lld", paths[fi], (long long)recno))
+                /* Each name keeps its NUL: they are read in place as C strings. */
+                tfs__buf_printf(&namebuf, "%s:record %lld", paths[fi], (long long)recno);
+                tfs__buf_putc(&namebuf, 0);
+                if (bytes.oom || namebuf.oom)
                     goto oom;
                 nb++;
             }
@@ -346,9 +348,9 @@ enum tfs_code tfs_tfrecord_examples_read(const char *const *paths, int n_paths,
                 const char    *nm[READ_BATCH];
                 offs[nb] = bytes.len;
                 for (int i = 0; i < nb; i++) {
-                    data[i] = bytes.data + offs[i];
+                    data[i] = (const uint8_t *)bytes.data + offs[i];
                     lens[i] = offs[i + 1] - offs[i];
-                    nm[i] = (const char *)namebuf.data + noffs[i];
+                    nm[i] = namebuf.data + noffs[i];
                 }
                 if (nparts == capparts) {
                     int cap = capparts ? capparts * 2 : 16;
@@ -400,8 +402,8 @@ done:
     for (size_t i = 0; i < (size_t)nparts * (size_t)n_spec; i++)
         tfs_tensor_unref(parts[i]);
     tfs_free(parts);
-    tfs_free(bytes.data);
-    tfs_free(namebuf.data);
+    tfs__buf_deinit(&bytes);
+    tfs__buf_deinit(&namebuf);
     tfs_tfrecord_reader_close(r);
     tfs_example_parser_free(p);
     return code;

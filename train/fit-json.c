@@ -11,82 +11,40 @@
  * Numbers are printed with 17 significant digits, so they read back as the same doubles; a NaN
  * or an infinity (no eval set, a regression model's accuracy) is null, as JSON has neither.
  * Strings get JSON's escapes for '"', '\' and control bytes; other bytes pass through as they are
- * (paths are bytes, not necessarily UTF-8). The file is written beside its path and renamed into
- * place, so a reader never sees half of it.
+ * (paths are bytes, not necessarily UTF-8). The file is replaced atomically (runtime/file.h), so
+ * a reader never sees half of it.
  */
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "runtime/alloc.h"
+#include "runtime/runtime.h"
 #include "train/fit.h"
 
-typedef struct buf {
-    char  *p;
-    size_t len, cap;
-    bool   oom;
-} buf;
-
-static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(buf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->p && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *p = tfs_realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void put_number(buf *b, double v)
+static void put_number(tfs__buf *b, double v)
 {
     if (isfinite(v))
-        put(b, "%.17g", v);
+        tfs__buf_printf(b, "%.17g", v);
     else
-        put(b, "null");
+        tfs__buf_printf(b, "null");
 }
 
-static void put_string(buf *b, const char *s)
+static void put_string(tfs__buf *b, const char *s)
 {
     if (!s) {
-        put(b, "null");
+        tfs__buf_printf(b, "null");
         return;
     }
-    put(b, "\"");
+    tfs__buf_printf(b, "\"");
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\')
-            put(b, "\\%c", *c);
+            tfs__buf_printf(b, "\\%c", *c);
         else if (*c < 0x20)
-            put(b, "\\u%04x", *c);
+            tfs__buf_printf(b, "\\u%04x", *c);
         else
-            put(b, "%c", *c);
+            tfs__buf_putc(b, (char)*c);
     }
-    put(b, "\"");
+    tfs__buf_printf(b, "\"");
 }
 
 enum tfs_code tfs_fit_result_json(const tfs_fit_result *r, char **out, size_t *len,
@@ -102,30 +60,26 @@ enum tfs_code tfs_fit_result_json(const tfs_fit_result *r, char **out, size_t *l
     } cols[] = {{"seconds", r->seconds},       {"train_loss", r->train_loss},
                 {"train_accuracy", r->train_accuracy}, {"eval_loss", r->eval_loss},
                 {"eval_accuracy", r->eval_accuracy}};
-    buf b = {0};
-    put(&b, "{\n  \"epochs\": %lld,\n  \"global_step\": %lld", (long long)r->epochs,
-        (long long)r->global_step);
+    tfs__buf b = {0};
+    tfs__buf_printf(&b, "{\n  \"epochs\": %lld,\n  \"global_step\": %lld", (long long)r->epochs,
+                    (long long)r->global_step);
     for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
-        put(&b, ",\n  \"%s\": [", cols[c].name);
+        tfs__buf_printf(&b, ",\n  \"%s\": [", cols[c].name);
         for (int64_t e = 0; e < r->epochs; e++) {
             if (e)
-                put(&b, ", ");
+                tfs__buf_printf(&b, ", ");
             put_number(&b, cols[c].v ? cols[c].v[e] : NAN);
         }
-        put(&b, "]");
+        tfs__buf_printf(&b, "]");
     }
-    put(&b, ",\n  \"export_path\": ");
+    tfs__buf_printf(&b, ",\n  \"export_path\": ");
     put_string(&b, r->export_path);
-    put(&b, ",\n  \"checkpoint\": ");
+    tfs__buf_printf(&b, ",\n  \"checkpoint\": ");
     put_string(&b, r->checkpoint);
-    put(&b, "\n}\n");
-    if (b.oom) {
-        tfs_free(b.p);
+    tfs__buf_printf(&b, "\n}\n");
+    if (!(*out = tfs__buf_take(&b, len)))
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "fit result: out of memory for %lld epochs",
                        (long long)r->epochs);
-    }
-    *out = b.p;
-    *len = b.len;
     tfs_status_clear(st);
     return TFS_OK;
 }
@@ -133,43 +87,12 @@ enum tfs_code tfs_fit_result_json(const tfs_fit_result *r, char **out, size_t *l
 enum tfs_code tfs_fit_result_write_json(const tfs_fit_result *r, const char *path,
                                         tfs_status *st)
 {
-    static atomic_uint serial;
-    char tmp[4096], *json = NULL;
+    char  *json = NULL;
     size_t n = 0;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld-%u", path, (long)getpid(),
-                         atomic_fetch_add(&serial, 1)) >= sizeof tmp)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: path too long", path);
     enum tfs_code rc = tfs_fit_result_json(r, &json, &n, st);
     if (rc != TFS_OK)
         return rc;
-    FILE *f = fopen(tmp, "wbx");
-    if (!f) {
-        int err = errno;
-        rc = TFS_ERR(st, err == ENOENT ? TFS_NOT_FOUND : TFS_PERMISSION_DENIED,
-                     "%s: cannot create: %s", tmp, strerror(err));
-        goto fail;
-    }
-    bool ok = fwrite(json, 1, n, f) == n && fflush(f) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        rc = TFS_ERR(st, err == ENOSPC || err == EFBIG || err == EDQUOT ? TFS_RESOURCE_EXHAUSTED
-                                                                         : TFS_UNKNOWN,
-                     "%s: write failed: %s", path, strerror(err));
-        goto fail;
-    }
-    tfs_free(json);
-    tfs_status_clear(st);
-    return TFS_OK;
-fail:
+    rc = tfs_atomic_file_write(path, json, n, st);
     tfs_free(json);
     return rc;
 }

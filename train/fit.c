@@ -341,10 +341,10 @@ enum tfs_code tfs_train_restore(tfs_model *m, tfs_dataset *ds, const char *path,
 static enum tfs_code next_version(const char *base, char **path, tfs_status *st)
 {
     if (mkdir(base, 0755) != 0 && errno != EEXIST)
-        return TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", base, strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s", base, strerror(errno));
     DIR *d = opendir(base);
     if (!d)
-        return TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: %s", base, strerror(errno));
+        return TFS_ERR(st, tfs_code_from_errno(errno), "%s: %s", base, strerror(errno));
     long long      max = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {

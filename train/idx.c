@@ -11,6 +11,7 @@
  * as long as the dimensions say, and hands the file's own buffer to the tensor (moved down over
  * the header and byte-swapped in place), so a 47 MB image file is not copied again.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,9 +130,9 @@ fail:
 
 enum tfs_code tfs_idx_write(const char *path, const tfs_tensor *t, tfs_status *st)
 {
-    uint8_t      *copy = NULL;
-    FILE         *f = NULL;
-    enum tfs_code code;
+    uint8_t        *copy = NULL;
+    tfs_atomic_file af = {0};
+    enum tfs_code   code;
     uint8_t       type = idx_type(t->dtype);
     if (!type)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: IDX cannot hold %s tensors", path,
@@ -153,27 +154,18 @@ enum tfs_code tfs_idx_write(const char *path, const tfs_tensor *t, tfs_status *s
     if (t->nbytes)
         memcpy(copy, t->data, t->nbytes);
     swap_elements(copy, (size_t)t->nelem, tfs_dtype_size(t->dtype));
-    if (!(f = fopen(path, "wb"))) {
-        code = TFS_ERR(st, TFS_PERMISSION_DENIED, "%s: cannot create", path);
+    if ((code = tfs_atomic_file_open(path, &af, st)) != TFS_OK)
+        goto fail;
+    errno = 0;
+    if (fwrite(hdr, 1, 4 + 4 * (size_t)t->rank, af.f) != 4 + 4 * (size_t)t->rank ||
+        fwrite(copy, 1, t->nbytes, af.f) != t->nbytes) {
+        int err = errno ? errno : EIO;
+        code = TFS_ERR(st, tfs_code_from_errno(err), "%s: write failed: %s", path, strerror(err));
         goto fail;
     }
-    if (fwrite(hdr, 1, 4 + 4 * (size_t)t->rank, f) != 4 + 4 * (size_t)t->rank ||
-        fwrite(copy, 1, t->nbytes, f) != t->nbytes) {
-        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: write failed", path);
-        goto fail;
-    }
-    int rc = fclose(f);
-    f = NULL;
-    if (rc != 0) {
-        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: write failed", path);
-        goto fail;
-    }
-    tfs_free(copy);
-    tfs_status_clear(st);
-    return TFS_OK;
+    code = tfs_atomic_file_commit(&af, st);
 fail:
-    if (f)
-        fclose(f);
+    tfs_atomic_file_abort(&af);
     tfs_free(copy);
     return code;
 }

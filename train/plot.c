@@ -13,14 +13,10 @@
  * <g class="xtick|ytick" transform="translate(x,y)"> holding their label, which is also what the
  * tests read to recover the axis mapping.
  */
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "train/plot.h"
 
@@ -37,55 +33,17 @@
 #define EVAL_COLOR  "#ff7f0e"
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
-typedef struct buf {
-    char  *data;
-    size_t len, cap;
-    bool   oom;
-} buf;
-
-static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    if (b->oom)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data ? b->data + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 16384;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *d = tfs_realloc(b->data, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->data = d;
-        b->cap  = cap;
-    }
-}
-
 /* Appends s with XML's special characters escaped; control characters become spaces. */
-static void put_text(buf *b, const char *s)
+static void put_text(tfs__buf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '&': put(b, "&amp;"); break;
-        case '<': put(b, "&lt;"); break;
-        case '>': put(b, "&gt;"); break;
-        case '"': put(b, "&quot;"); break;
-        case '\'': put(b, "&apos;"); break;
-        default:  put(b, "%c", *p < 32 ? ' ' : *p);
+        case '&': tfs__buf_printf(b, "&amp;"); break;
+        case '<': tfs__buf_printf(b, "&lt;"); break;
+        case '>': tfs__buf_printf(b, "&gt;"); break;
+        case '"': tfs__buf_printf(b, "&quot;"); break;
+        case '\'': tfs__buf_printf(b, "&apos;"); break;
+        default:  tfs__buf_putc(b, *p < 32 ? ' ' : (char)*p);
         }
     }
 }
@@ -185,7 +143,7 @@ static axis x_axis(int n, double p0, double p1)
 }
 
 /* One curve: polylines over its runs of usable points, then markers. */
-static void put_curve(buf *b, const char *cls, const double *v, int n, const axis *x,
+static void put_curve(tfs__buf *b, const char *cls, const double *v, int n, const axis *x,
                       const axis *y, bool train)
 {
     const char *color = train ? TRAIN_COLOR : EVAL_COLOR;
@@ -198,23 +156,24 @@ static void put_curve(buf *b, const char *cls, const double *v, int n, const axi
         while (j < n && usable(v[j]))
             j++;
         if (j - i >= 2) {
-            put(b, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s "
-                   "stroke-linejoin=\"round\" points=\"", cls, color,
-                train ? "" : " stroke-dasharray=\"7,4\"");
+            tfs__buf_printf(b, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" "
+                               "stroke-width=\"2\"%s stroke-linejoin=\"round\" points=\"", cls,
+                            color, train ? "" : " stroke-dasharray=\"7,4\"");
             for (int k = i; k < j; k++)
-                put(b, "%s%.2f,%.2f", k > i ? " " : "", map(x, k + 1), map(y, v[k]));
-            put(b, "\"/>\n");
+                tfs__buf_printf(b, "%s%.2f,%.2f", k > i ? " " : "", map(x, k + 1), map(y, v[k]));
+            tfs__buf_printf(b, "\"/>\n");
         }
         for (int k = i; k < j; k++)
             if (n <= MARKER_EPOCHS || j - i == 1)
-                put(b, "<circle class=\"%s-point\" cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" fill=\"%s\" "
-                       "stroke=\"%s\" stroke-width=\"1.5\"/>\n", cls, map(x, k + 1),
-                    map(y, v[k]), train ? color : "#ffffff", color);
+                tfs__buf_printf(b, "<circle class=\"%s-point\" cx=\"%.2f\" cy=\"%.2f\" "
+                                   "r=\"3.5\" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"/>\n",
+                                cls, map(x, k + 1), map(y, v[k]), train ? color : "#ffffff",
+                                color);
         i = j;
     }
 }
 
-static void put_panel(buf *b, int p, const char *id, const char *title, const char *ylabel,
+static void put_panel(tfs__buf *b, int p, const char *id, const char *title, const char *ylabel,
                       const double *train, const char *train_cls, const double *eval,
                       const char *eval_cls, int n)
 {
@@ -222,39 +181,42 @@ static void put_panel(buf *b, int p, const char *id, const char *title, const ch
     axis   x = x_axis(n, x0, x1), y = y_axis(train, eval, n);
     char   label[64];
 
-    put(b, "<g id=\"%s\">\n", id);
-    put(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\" "
-           "font-weight=\"bold\" fill=\"#222222\">%s</text>\n", (x0 + x1) / 2, TOP - 14, title);
+    tfs__buf_printf(b, "<g id=\"%s\">\n", id);
+    tfs__buf_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"15\" "
+                       "font-weight=\"bold\" fill=\"#222222\">%s</text>\n", (x0 + x1) / 2,
+                    TOP - 14, title);
     /* grid, frame */
     for (int k = 0; k < y.n_ticks; k++) {
         double py = map(&y, y.first + k * y.step);
-        put(b, "<line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#e8e8e8\"/>\n",
-            x0, py, x1, py);
+        tfs__buf_printf(b, "<line x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" "
+                           "stroke=\"#e8e8e8\"/>\n", x0, py, x1, py);
     }
-    put(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"none\" "
-           "stroke=\"#555555\"/>\n", x0, TOP, x1 - x0, BOTTOM - TOP);
+    tfs__buf_printf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"none\" "
+                       "stroke=\"#555555\"/>\n", x0, TOP, x1 - x0, BOTTOM - TOP);
     /* ticks */
-    put(b, "<g " FONT " font-size=\"12\" fill=\"#333333\">\n");
+    tfs__buf_printf(b, "<g " FONT " font-size=\"12\" fill=\"#333333\">\n");
     for (int k = 0; k < y.n_ticks; k++) {
         double v = y.first + k * y.step;
         tick_label(&y, v, label, sizeof label);
-        put(b, "<g class=\"ytick\" transform=\"translate(%.1f,%.2f)\"><line x1=\"-5\" y1=\"0\" "
-               "x2=\"0\" y2=\"0\" stroke=\"#555555\"/><text x=\"-8\" y=\"0\" dy=\"0.35em\" "
-               "text-anchor=\"end\">%s</text></g>\n", x0, map(&y, v), label);
+        tfs__buf_printf(b, "<g class=\"ytick\" transform=\"translate(%.1f,%.2f)\">"
+                           "<line x1=\"-5\" y1=\"0\" x2=\"0\" y2=\"0\" stroke=\"#555555\"/>"
+                           "<text x=\"-8\" y=\"0\" dy=\"0.35em\" text-anchor=\"end\">%s</text>"
+                           "</g>\n", x0, map(&y, v), label);
     }
     for (int k = 0; k < x.n_ticks; k++) {
         double v = x.first + k * x.step;
-        put(b, "<g class=\"xtick\" transform=\"translate(%.2f,%d)\"><line x1=\"0\" y1=\"0\" "
-               "x2=\"0\" y2=\"5\" stroke=\"#555555\"/><text x=\"0\" y=\"18\" "
-               "text-anchor=\"middle\">%.0f</text></g>\n", map(&x, v), BOTTOM, v);
+        tfs__buf_printf(b, "<g class=\"xtick\" transform=\"translate(%.2f,%d)\">"
+                           "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"#555555\"/>"
+                           "<text x=\"0\" y=\"18\" "
+                           "text-anchor=\"middle\">%.0f</text></g>\n", map(&x, v), BOTTOM, v);
     }
-    put(b, "</g>\n");
+    tfs__buf_printf(b, "</g>\n");
     /* axis labels */
-    put(b, "<text " FONT " font-size=\"13\" fill=\"#222222\" x=\"%.1f\" y=\"%d\" "
-           "text-anchor=\"middle\">epoch</text>\n", (x0 + x1) / 2, BOTTOM + 38);
-    put(b, "<text " FONT " font-size=\"13\" fill=\"#222222\" text-anchor=\"middle\" "
-           "transform=\"translate(%.1f,%d) rotate(-90)\">%s</text>\n", ox + 20,
-        (TOP + BOTTOM) / 2, ylabel);
+    tfs__buf_printf(b, "<text " FONT " font-size=\"13\" fill=\"#222222\" x=\"%.1f\" y=\"%d\" "
+                       "text-anchor=\"middle\">epoch</text>\n", (x0 + x1) / 2, BOTTOM + 38);
+    tfs__buf_printf(b, "<text " FONT " font-size=\"13\" fill=\"#222222\" text-anchor=\"middle\" "
+                       "transform=\"translate(%.1f,%d) rotate(-90)\">%s</text>\n", ox + 20,
+                    (TOP + BOTTOM) / 2, ylabel);
     /* curves: eval under train */
     bool any = false;
     for (int i = 0; i < n; i++)
@@ -264,108 +226,77 @@ static void put_panel(buf *b, int p, const char *id, const char *title, const ch
     if (train)
         put_curve(b, train_cls, train, n, &x, &y, true);
     if (!any)
-        put(b, "<text " FONT " font-size=\"14\" fill=\"#888888\" x=\"%.1f\" y=\"%d\" "
-               "text-anchor=\"middle\">no data</text>\n", (x0 + x1) / 2, (TOP + BOTTOM) / 2);
-    put(b, "</g>\n");
+        tfs__buf_printf(b, "<text " FONT " font-size=\"14\" fill=\"#888888\" x=\"%.1f\" y=\"%d\" "
+                           "text-anchor=\"middle\">no data</text>\n", (x0 + x1) / 2,
+                        (TOP + BOTTOM) / 2);
+    tfs__buf_printf(b, "</g>\n");
 }
 
-static void put_legend(buf *b, bool train, bool eval)
+static void put_legend(tfs__buf *b, bool train, bool eval)
 {
     int    items = train + eval;
     double x     = WIDTH / 2.0 - items * 55;
-    put(b, "<g id=\"legend\" " FONT " font-size=\"13\" fill=\"#222222\">\n");
+    tfs__buf_printf(b, "<g id=\"legend\" " FONT " font-size=\"13\" fill=\"#222222\">\n");
     for (int s = 0; s < 2; s++) {
         if (!(s ? eval : train))
             continue;
         const char *color = s ? EVAL_COLOR : TRAIN_COLOR;
-        put(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" "
-               "stroke-width=\"2\"%s/>\n", x, HEIGHT - 25, x + 30, HEIGHT - 25, color,
-            s ? " stroke-dasharray=\"7,4\"" : "");
-        put(b, "<circle cx=\"%.1f\" cy=\"%d\" r=\"3.5\" fill=\"%s\" stroke=\"%s\" "
-               "stroke-width=\"1.5\"/>\n", x + 15, HEIGHT - 25, s ? "#ffffff" : color, color);
-        put(b, "<text x=\"%.1f\" y=\"%d\" dy=\"0.35em\">%s</text>\n", x + 38, HEIGHT - 25,
-            s ? "eval" : "train");
+        tfs__buf_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" "
+                           "stroke-width=\"2\"%s/>\n", x, HEIGHT - 25, x + 30, HEIGHT - 25, color,
+                        s ? " stroke-dasharray=\"7,4\"" : "");
+        tfs__buf_printf(b, "<circle cx=\"%.1f\" cy=\"%d\" r=\"3.5\" fill=\"%s\" stroke=\"%s\" "
+                           "stroke-width=\"1.5\"/>\n", x + 15, HEIGHT - 25, s ? "#ffffff" : color,
+                        color);
+        tfs__buf_printf(b, "<text x=\"%.1f\" y=\"%d\" dy=\"0.35em\">%s</text>\n", x + 38,
+                        HEIGHT - 25, s ? "eval" : "train");
         x += 110;
     }
-    put(b, "</g>\n");
+    tfs__buf_printf(b, "</g>\n");
 }
 
 enum tfs_code tfs_plot_svg(const tfs_plot_curves *c, char **out, size_t *len, tfs_status *st)
 {
-    buf b = {0};
-    int n = c->n_epochs;
+    tfs__buf b = {0};
+    int      n = c->n_epochs;
 
     *out = NULL;
     *len = 0;
     if (n < 1 || n > MAX_EPOCHS)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "plot: %d epochs (want 1 to %d)", n,
                        MAX_EPOCHS);
-    put(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
-            "height=\"%d\" viewBox=\"0 0 %d %d\">\n", WIDTH, HEIGHT, WIDTH, HEIGHT);
-    put(&b, "<title>");
+    tfs__buf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+                        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
+                        "height=\"%d\" viewBox=\"0 0 %d %d\">\n", WIDTH, HEIGHT, WIDTH, HEIGHT);
+    tfs__buf_printf(&b, "<title>");
     put_text(&b, c->title ? c->title : "Training curves");
-    put(&b, "</title>\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
-        WIDTH, HEIGHT);
-    put(&b, "<text " FONT " x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" "
-            "font-weight=\"bold\" fill=\"#111111\">", WIDTH / 2);
+    tfs__buf_printf(&b, "</title>\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" "
+                        "fill=\"#ffffff\"/>\n", WIDTH, HEIGHT);
+    tfs__buf_printf(&b, "<text " FONT " x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" "
+                        "font-weight=\"bold\" fill=\"#111111\">", WIDTH / 2);
     put_text(&b, c->title ? c->title : "Training curves");
-    put(&b, "</text>\n<g " FONT ">\n");
+    tfs__buf_printf(&b, "</text>\n<g " FONT ">\n");
     put_panel(&b, 0, "loss", "Loss", "loss", c->train_loss, "train_loss", c->eval_loss,
               "eval_loss", n);
     put_panel(&b, 1, "accuracy", "Accuracy", "accuracy", c->train_accuracy, "train_accuracy",
               c->eval_accuracy, "eval_accuracy", n);
-    put(&b, "</g>\n");
+    tfs__buf_printf(&b, "</g>\n");
     put_legend(&b, c->train_loss || c->train_accuracy, c->eval_loss || c->eval_accuracy);
-    put(&b, "</svg>\n");
-    if (b.oom) {
-        tfs_free(b.data);
+    tfs__buf_printf(&b, "</svg>\n");
+    if (!(*out = tfs__buf_take(&b, len)))
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "plot: out of memory for %d epochs", n);
-    }
-    *out = b.data;
-    *len = b.len;
     tfs_status_clear(st);
     return TFS_OK;
 }
 
 enum tfs_code tfs_plot_write_svg(const char *path, const tfs_plot_curves *c, tfs_status *st)
 {
-    static atomic_uint serial;
-    char              *svg = NULL, tmp[4096];
-    size_t             n   = 0;
-    enum tfs_code      rc;
-    FILE              *f   = NULL;
+    char         *svg = NULL;
+    size_t        n   = 0;
+    enum tfs_code rc;
 
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld-%u", path, (long)getpid(),
-                         atomic_fetch_add(&serial, 1)) >= sizeof tmp)
-        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "%s: path too long", path);
     if ((rc = tfs_plot_svg(c, &svg, &n, st)) != TFS_OK)
         return rc;
-    if (!(f = fopen(tmp, "wbx"))) {
-        int err = errno;
-        rc = TFS_ERR(st, err == ENOENT ? TFS_NOT_FOUND : TFS_PERMISSION_DENIED,
-                     "%s: cannot create: %s", tmp, strerror(err));
-        goto done;
-    }
-    bool ok  = fwrite(svg, 1, n, f) == n && fflush(f) == 0;
-    int  err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok  = false;
-        err = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok  = false;
-        err = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        rc = TFS_ERR(st, err == ENOSPC || err == EFBIG || err == EDQUOT ? TFS_RESOURCE_EXHAUSTED
-                                                                         : TFS_UNKNOWN,
-                     "%s: write failed: %s", path, strerror(err));
-        goto done;
-    }
-    tfs_status_clear(st);
-done:
+    rc = tfs_atomic_file_write(path, svg, n, st);
     tfs_free(svg);
     return rc;
 }

@@ -271,7 +271,7 @@ static enum tfs_code stream_batch(tfs__producer *p, tfs__rec *recs, int64_t b, t
                                   tfs_status *st)
 {
     tfs_dataset    *ds = p->ds;
-    tfs__bytes      names = {0};
+    tfs__buf        names = {0};
     const uint8_t **data = tfs_calloc((size_t)b, sizeof *data);
     size_t         *lens = tfs_calloc((size_t)b, sizeof *lens), *noff = tfs_calloc((size_t)b, 8);
     const char    **nm = tfs_calloc((size_t)b, sizeof *nm);
@@ -284,14 +284,17 @@ static enum tfs_code stream_batch(tfs__producer *p, tfs__rec *recs, int64_t b, t
         data[i] = recs[i].data;
         lens[i] = recs[i].len;
         noff[i] = names.len;
-        if (!tfs__bytes_printf(&names, "%s:record %lld", ds->paths[recs[i].file],
-                               (long long)recs[i].record)) {
+        /* Each name keeps its NUL: they are read in place as C strings. */
+        tfs__buf_printf(&names, "%s:record %lld", ds->paths[recs[i].file],
+                        (long long)recs[i].record);
+        tfs__buf_putc(&names, 0);
+        if (names.oom) {
             code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "dataset: out of memory");
             goto done;
         }
     }
     for (int64_t i = 0; i < b; i++)
-        nm[i] = (const char *)names.data + noff[i];
+        nm[i] = names.data + noff[i];
     if ((code = tfs_example_parser_parse(ds->parser, b, data, lens, nm, out, st)) != TFS_OK)
         goto done;
     for (int k = 0; k < ds->n; k++) {
@@ -311,7 +314,7 @@ done:
     tfs_free(lens);
     tfs_free(noff);
     tfs_free(nm);
-    tfs_free(names.data);
+    tfs__buf_deinit(&names);
     return code;
 }
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "runtime/alloc.h"
+#include "runtime/buf.h"
 #include "runtime/runtime-impl.h"
 
 /* ---- wire reader ---------------------------------------------------------------------------- */
@@ -47,19 +48,7 @@ static rd rd_of(view v)
 /* At most 10 bytes, as protobuf; bits past 64 are dropped, as protobuf does. */
 static bool rd_varint(rd *r, uint64_t *out)
 {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (r->p == r->end)
-            return false;
-        uint8_t b = *r->p++;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
+    return tfs_varint_get(&r->p, r->end, TFS_VARINT_MAX_BYTES, out);
 }
 
 static bool rd_tag(rd *r, uint32_t *field, int *wt)

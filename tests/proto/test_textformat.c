@@ -428,7 +428,8 @@ START_TEST(parse_file_errors)
     close(lfd);
     ck_assert_int_eq(unlink(loop), 0);
     ck_assert_int_eq(symlink(loop, loop), 0);
-    ck_assert_int_eq(tfs_textformat_parse_file(SCALARS, loop, &m, &st), TFS_INVALID_ARGUMENT);
+    /* ELOOP: UNKNOWN, as TensorFlow's errno table has it */
+    ck_assert_int_eq(tfs_textformat_parse_file(SCALARS, loop, &m, &st), TFS_UNKNOWN);
     char lwant[128];
     snprintf(lwant, sizeof lwant, "could not open '%s': Too many levels of symbolic links", loop);
     ck_assert_str_eq(st.msg, lwant);

@@ -7,6 +7,8 @@
 #include "runtime/runtime-impl.h"
 
 Suite *suite_runtime_base(void);
+Suite *suite_runtime_buf(void);
+Suite *suite_runtime_file(void);
 Suite *suite_runtime_tensor(void);
 Suite *suite_runtime_graph(void);
 Suite *suite_runtime_session(void);
@@ -74,6 +76,8 @@ int main(void)
     if (threads && *threads)
         tfs_runtime_set_num_threads(atoi(threads));
     SRunner *sr = srunner_create(suite_runtime_base());
+    srunner_add_suite(sr, suite_runtime_buf());
+    srunner_add_suite(sr, suite_runtime_file());
     srunner_add_suite(sr, suite_runtime_tensor());
     srunner_add_suite(sr, suite_runtime_graph());
     srunner_add_suite(sr, suite_runtime_session());

@@ -531,11 +531,12 @@ START_TEST(tfserve_unreadable_base_paths)
     snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'missing': cannot read base path %s: "
              "No such file or directory", missing);
     ck_assert_str_eq(ready_entry(s.rest_port, "missing"), want);
-    snprintf(want, sizeof want, "NO_VERSION|UNAVAILABLE: model 'loop': cannot read base path %s: "
+    /* codes by TensorFlow's errno table: ELOOP UNKNOWN, ENOTDIR FAILED_PRECONDITION */
+    snprintf(want, sizeof want, "NO_VERSION|UNKNOWN: model 'loop': cannot read base path %s: "
              "Too many levels of symbolic links", loop);
     ck_assert_str_eq(ready_entry(s.rest_port, "loop"), want);
-    snprintf(want, sizeof want, "NO_VERSION|NOT_FOUND: model 'file': cannot read base path %s: Not "
-             "a directory", file);
+    snprintf(want, sizeof want, "NO_VERSION|FAILED_PRECONDITION: model 'file': cannot read base "
+             "path %s: Not a directory", file);
     ck_assert_str_eq(ready_entry(s.rest_port, "file"), want);
 
     /* the missing base path appears: served within two polls */

@@ -437,7 +437,7 @@ START_TEST(test_access_log_sampling)
     ck_assert_int_eq(log_n(dir, "tenth.log", 0.1, 100), 10);
     ck_assert_int_eq(log_n(dir, "none.log", 0, 25), 0);
     tfs_status st;
-    ck_assert_int_eq(tfs__access_log_open("/nonexistent-dir/x.log", 1, &st), TFS_UNAVAILABLE);
+    ck_assert_int_eq(tfs__access_log_open("/nonexistent-dir/x.log", 1, &st), TFS_NOT_FOUND);
     ck_assert_msg(strstr(st.msg, "/nonexistent-dir/x.log"), "%s", st.msg);
     ck_assert_int_eq(tfs__access_log_open("/tmp/x.log", 1.5, &st), TFS_INVALID_ARGUMENT);
     tfs_test_rmtree(dir);
