@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds tfserve with warnings as errors, runs every test, then
 # builds and runs the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
-# Tests that need the real TensorFlow fixtures read ../shared/fixtures and skip, saying so, without it.
+# Tests that need the real TensorFlow fixtures ($TFS_FIXTURES) are ctest entries of their own
+# (*-fixtures, real-models) that ctest reports as skipped when they are absent; so is op-registry
+# without TensorFlow's op list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}

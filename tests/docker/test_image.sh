@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# System test of the shipped CPU image (docker/Dockerfile), built and run with Debian's podman as
-# ../shared/reference/platform.md section 6 describes: no registry is reachable, so the Debian 12
-# base is made with debootstrap and imported, then substituted through the Dockerfile's BASE arg.
+# System test of the shipped CPU image (docker/Dockerfile), built and run with Debian's podman on a
+# machine that reaches no registry: the Debian 12 base is made with debootstrap and imported, then
+# substituted through the Dockerfile's BASE arg.
 # Checks what a user of the image relies on: it builds, it is small (< 100 MB), it runs as a
 # non-root user, the entrypoint exec()s tfserve (PID 1 is tfserve, so SIGTERM reaches it), the
 # bundled model answers predictions over REST, the HEALTHCHECK probe passes, and `podman stop`
 # (SIGTERM) ends it with exit code 0 well before the stop timeout.
 #
-# Skipped (exit 77) where podman cannot run: not root, podman/runc/debootstrap missing, or
-# TFS_SKIP_DOCKER=1. The image store lives under BUILD_DIR/docker-test (the base image is kept
+# Skipped (exit 77) where podman cannot run: not root, podman/runc/debootstrap missing,
+# TFS_SKIP_DOCKER=1, or no container can start at all (inside an unprivileged container, say, where
+# runc may not mount /proc): a probe runs /usr/bin/true in a container first, and the skip message
+# quotes podman's error. The image store lives under BUILD_DIR/docker-test (the base image is kept
 # there between runs).
 #   test_image.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -33,6 +35,18 @@ cleanup() { "${P[@]}" rm -f "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 step() { echo "--- $* ($(date +%T))"; }
+
+# The probe's root file system: /usr/bin/true and the libraries it loads, copied (a few MB, no
+# image and no network needed), so a failure here is the engine's, not the image build's.
+probe=$work/probe-rootfs
+rm -rf "$probe"
+mkdir -p "$probe"
+for f in /usr/bin/true $(ldd /usr/bin/true | grep -o '/[^ ]*'); do
+  cp --parents -L "$f" "$probe"
+done
+if ! out=$("${P[@]}" run --rm --network=none --rootfs "$probe" /usr/bin/true 2>&1); then
+  skip "no container can start here: $(printf '%s' "$out" | tail -3 | tr '\n' ' ')"
+fi
 
 if ! "${P[@]}" image exists localhost/bookworm-minbase:local; then
   step "debootstrap a Debian 12 base"

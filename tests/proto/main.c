@@ -1,18 +1,17 @@
-/* test-proto: the Check suites for proto/. */
+/* test-proto: the Check suites for proto/; with --fixtures, only those that
+ * read the TensorFlow fixtures (see tfs_test_run). */
 #include <check.h>
-#include <stdlib.h>
+
+#include "tests/support/tfs-test.h"
 
 Suite *suite_proto_textformat(void);
 Suite *suite_proto_textformat_configs(void);
 Suite *suite_proto_unpack(void);
 
-int main(void)
+int main(int argc, char **argv)
 {
     SRunner *sr = srunner_create(suite_proto_textformat());
     srunner_add_suite(sr, suite_proto_textformat_configs());
     srunner_add_suite(sr, suite_proto_unpack());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tfs_test_run(sr, argc, argv);
 }

@@ -1,7 +1,7 @@
 /* The text-format parser on TensorFlow Serving's own config messages: ModelServerConfig (policies,
  * version labels, the deprecated model_type, custom_model_config), BatchingParameters (wrapper
- * messages), MonitoringConfig, and TF Serving's testdata files from ../shared/fixtures when present.
- */
+ * messages), MonitoringConfig, and TF Serving's testdata files from the TensorFlow fixtures (a
+ * case of its own, reported skipped when they are absent). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -269,9 +269,11 @@ Suite *suite_proto_textformat_configs(void)
     tcase_add_test(tc, model_server_config_errors);
     tcase_add_test(tc, batching_parameters_wrappers);
     tcase_add_test(tc, monitoring_config);
+    tcase_add_test(tc, located_messages);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("fixtures", NULL);
     tcase_add_test(tc, fixture_good_model_config);
     tcase_add_test(tc, fixture_batching_config);
-    tcase_add_test(tc, located_messages);
     suite_add_tcase(s, tc);
     return s;
 }

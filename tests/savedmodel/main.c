@@ -1,6 +1,8 @@
-/* test-savedmodel: the Check suites for savedmodel/. */
+/* test-savedmodel: the Check suites for savedmodel/; with --fixtures, only those that
+ * read the TensorFlow fixtures (see tfs_test_run). */
 #include <check.h>
-#include <stdlib.h>
+
+#include "tests/support/tfs-test.h"
 
 Suite *suite_savedmodel_bundle(void);
 Suite *suite_savedmodel_import(void);
@@ -14,7 +16,7 @@ Suite *suite_savedmodel_events(void);
 Suite *suite_savedmodel_rewrite(void);
 Suite *suite_savedmodel_tables(void);
 
-int main(void)
+int main(int argc, char **argv)
 {
     SRunner *sr = srunner_create(suite_savedmodel_bundle());
     srunner_add_suite(sr, suite_savedmodel_import());
@@ -27,8 +29,5 @@ int main(void)
     srunner_add_suite(sr, suite_savedmodel_events());
     srunner_add_suite(sr, suite_savedmodel_rewrite());
     srunner_add_suite(sr, suite_savedmodel_tables());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tfs_test_run(sr, argc, argv);
 }

@@ -91,7 +91,7 @@ END_TEST
 Suite *suite_savedmodel_array_ops(void)
 {
     Suite *s = suite_create("array_ops");
-    TCase *tc = tcase_create("fixtures");
+    TCase *tc = tfs_test_fixture_case("array_ops_fixtures", NULL);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_fixture_pack_nodes_run, 0, 2);
     suite_add_tcase(s, tc);

@@ -652,17 +652,20 @@ Suite *suite_savedmodel_bundle(void)
     tcase_add_test(tc, crc32c_known_vectors);
     tcase_add_test(tc, table_build_parse_many_blocks);
     tcase_add_test(tc, table_empty_and_garbage);
+    tcase_add_test(tc, writer_round_trip);
+    tcase_add_test(tc, writer_free_unfinished_removes_files);
+    tcase_add_test(tc, lying_entries);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("bundle_fixtures", NULL);
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, read_half_plus_two_snappy);
     tcase_add_test(tc, read_raw_index_fixtures);
     tcase_add_test(tc, read_tf2_object_graph_string);
-    tcase_add_test(tc, writer_round_trip);
     tcase_add_test(tc, writer_matches_tensorflow_bytes);
-    tcase_add_test(tc, writer_free_unfinished_removes_files);
     tcase_add_test(tc, corrupt_index_byte);
     tcase_add_test(tc, corrupt_index_every_byte);
     tcase_add_test(tc, corrupt_data_shard);
     tcase_add_test(tc, corrupt_index_truncated_garbage_missing);
-    tcase_add_test(tc, lying_entries);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -731,7 +731,6 @@ Suite *suite_savedmodel_checkpoint(void)
     tcase_add_test(tc, double_repr_matches_python);
     tcase_add_test(tc, state_render_escapes_like_text_format);
     tcase_add_test(tc, save_and_read_back);
-    tcase_add_test(tc, matches_tensorflow_bundle_bytes);
     tcase_add_test(tc, keep_checkpoint_max_deletes_oldest);
     tcase_add_test(tc, keep_zero_keeps_all);
     tcase_add_test(tc, continues_tensorflow_state);
@@ -742,6 +741,10 @@ Suite *suite_savedmodel_checkpoint(void)
     tcase_add_test(tc, state_write_failure_removes_bundle);
     tcase_add_test(tc, save_out_of_memory);
     tcase_add_test(tc, read_out_of_memory);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("checkpoint_fixtures", NULL);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, matches_tensorflow_bundle_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -199,6 +199,9 @@ Suite *suite_savedmodel_import(void)
     TCase *tc = tcase_create("inline");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_import_inlines_function_call);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("inline_fixtures", NULL);
+    tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_import_tf2_fixture_nesting);
     suite_add_tcase(s, tc);
     return s;

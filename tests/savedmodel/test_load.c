@@ -1,4 +1,4 @@
-/* Loading real TensorFlow SavedModels (../shared/fixtures) and running their signatures, and the
+/* Loading real TensorFlow SavedModels (the TensorFlow fixtures) and running their signatures, and the
  * failures a broken model directory must produce: a clear status naming the file or ops at fault. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,20 +401,20 @@ Suite *suite_savedmodel_load(void);
 Suite *suite_savedmodel_load(void)
 {
     Suite *s = suite_create("load");
-    TCase *tc = tcase_create("fixtures");
+    TCase *tc = tfs_test_fixture_case("fixtures", NULL);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_load_tf1_half_plus_two);
     tcase_add_test(tc, test_load_tf2_half_plus_two);
     tcase_add_test(tc, test_load_run_input_errors);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("broken");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_load_corrupt_saved_model_pb);
     tcase_add_test(tc, test_load_bad_index_crc);
     tcase_add_test(tc, test_load_truncated_shard);
     tcase_add_test(tc, test_load_missing_variables);
-    tcase_add_test(tc, test_load_missing_dir);
     tcase_add_test(tc, test_load_wrong_tags);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("broken");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_load_missing_dir);
     tcase_add_test(tc, test_load_tags_exact_set);
     tcase_add_test(tc, test_load_unknown_op_fails);
     tcase_add_test(tc, test_load_cycle_fails);

@@ -319,10 +319,12 @@ Suite *suite_savedmodel_rewrite(void)
 {
     Suite *s = suite_create("savedmodel_rewrite");
     TCase *tc = tcase_create("rewrite");
+    tcase_add_test(tc, test_rewrite_written_cnn);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("rewrite_fixtures", NULL);
     tcase_add_test(tc, test_rewrite_fixture_tf1);
     tcase_add_test(tc, test_rewrite_fixture_tf2);
     tcase_add_test(tc, test_rewrite_counter_keeps_state);
-    tcase_add_test(tc, test_rewrite_written_cnn);
     suite_add_tcase(s, tc);
     return s;
 }

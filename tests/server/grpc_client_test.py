@@ -5,10 +5,11 @@ Generates Python stubs at test time (Debian's protoc, into a temporary folder) f
 own .proto files, starts <build>/server/tfserve on free loopback ports and calls every RPC the way
 tensorflow-serving-api clients do: Predict (float_val and tensor_content, output_filter, version
 pinning), GetModelMetadata, GetModelStatus, the counter model's stateful signatures, and the
-errors TF Serving clients see (codes and texts). The fixtures under ../shared/fixtures are used
-when present (skipped, saying so, otherwise). Prints "N passed, M failed"; exit 1 on a failure.
+errors TF Serving clients see (codes and texts). With --fixtures, the same checks on TF Serving's
+own exports (the TensorFlow fixtures, $TFS_FIXTURES) instead of the demo model: exit 77 (skipped)
+when they are absent. Prints "N passed, M failed"; exit 1 on a failure.
 
-Run: /usr/bin/python3 grpc_client_test.py --build BUILD_DIR --source SOURCE_DIR
+Run: /usr/bin/python3 grpc_client_test.py --build BUILD_DIR --source SOURCE_DIR [--fixtures]
 """
 import argparse
 import glob
@@ -41,6 +42,13 @@ def check(cond, what):
 
 def close(a, b, tol=1e-6):
     return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def fixtures_dir(source, rel):
+    """A folder of the TensorFlow fixtures: under $TFS_FIXTURES, else the shared/fixtures folder
+    beside the checkout (as tfs_test_fixture in tests/support/tfs-test.c)."""
+    root = os.environ.get("TFS_FIXTURES") or os.path.join(source, "..", "shared", "fixtures")
+    return os.path.normpath(os.path.join(root, rel))
 
 
 def gen_stubs(source, out):
@@ -1121,101 +1129,114 @@ def throughput(srv, name, n=2000):
           % (name, n, dt, n / dt), flush=True)
 
 
+def demo_checks(a, tmp, servers):
+    """Every check on the demo model tfserve's build writes."""
+    demo = os.path.join(a.build, "models", "half_plus_two")
+    rest_port = free_port()
+    s = Server(a.build, "half_plus_two", demo, tmp, ["--rest_api_port=%d" % rest_port])
+    servers.append(s)
+    check_half_plus_two(s, "half_plus_two", 1, "demo")
+    check_input_errors(s, "half_plus_two", "demo", rest_port)
+    check_method_errors(s, "half_plus_two", "demo")
+    check_metadata(s, "half_plus_two", 1, "demo", ["serving_default"])
+    check_status(s, "half_plus_two", [1], "demo")
+    check_errors(s, "half_plus_two", "demo")
+    check_concurrent(s, "half_plus_two", "demo")
+    check_deadlines(s, "half_plus_two", "demo")
+    # Messages past gRPC's 4 MiB default: TF Serving lifts the limit to INT32_MAX.
+    big = [float(i % 100) for i in range(2 * 1024 * 1024)]
+    r = predict(s, predict_req("half_plus_two", big, content=True))
+    y = r.outputs["y"].float_val
+    check(len(y) == len(big) and y[7] == 0.5 * 7 + 2 and y[-1] == 0.5 * big[-1] + 2,
+          "demo 8 MiB request and response (%d values)" % len(y))
+    # A port in use is a startup error, not a silently shared port.
+    p = subprocess.run([os.path.join(a.build, "server", "tfserve"), "--port=%d" % s.port,
+                        "--model_name=half_plus_two", "--model_base_path=" + demo],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 1 and "could not bind gRPC" in out,
+          "second server on the same port: rc %d, %s" % (p.returncode, out[-300:]))
+    if a.bench:
+        throughput(s, "half_plus_two")
+    s.stop()
+    servers.remove(s)
+    check_channel_args(a.build, demo, tmp)
+    check_max_tensor_bytes(a.build, demo, tmp)
+    check_file_ops_at_request_time(a.build, demo, tmp)
+    check_load_peak_memory(a.build, demo, tmp)
+    check_stop_under_load(a.build, demo, tmp)
+    check_stop_with_idle_connection(a.build, demo, tmp)
+    check_many_names(a.build, demo, tmp)
+    # One thread on the queue: the same concurrent mix still works, and calls that wait
+    # behind big ones past their deadline are answered DEADLINE_EXCEEDED without running.
+    s = Server(a.build, "half_plus_two", demo, tmp, ["--grpc_num_threads=1",
+                                                     "--verbosity=debug"])
+    servers.append(s)
+    check_concurrent(s, "half_plus_two", "1 thread", calls=10)
+    check_queued_deadline(s, "half_plus_two", "1 thread")
+    s.stop()
+    servers.remove(s)
+
+
+def fixture_checks(a, fx, tmp, servers):
+    """The checks on TF Serving's own half_plus_two exports (TF1, TF2, two versions) and its
+    counter model, under fx (the fixtures' tf_serving folder)."""
+    sigs = ["serving_default", "classify_x_to_y", "regress_x_to_y", "regress_x_to_y2",
+            "regress_x2_to_y3"]
+    for d, what in (("saved_model_half_plus_two_cpu", "tf1"),
+                    ("saved_model_half_plus_two_tf2_cpu", "tf2")):
+        s = Server(a.build, "half_plus_two", os.path.join(fx, d), tmp)
+        servers.append(s)
+        check_half_plus_two(s, "half_plus_two", 123, what)
+        check_metadata(s, "half_plus_two", 123, what, sigs)
+        check_status(s, "half_plus_two", [123], what)
+        check_classify_regress(s, "half_plus_two", 123, what)
+        if what == "tf1":
+            check_metadata_json(s, "half_plus_two",
+                                os.path.join(fx, "half_plus_two_model_metadata.json"), what)
+        check_errors(s, "half_plus_two", what)
+        check_input_errors(s, "half_plus_two", what, default_x=what == "tf2")
+        s.stop()
+        servers.remove(s)
+    s = Server(a.build, "hp2", os.path.join(fx, "saved_model_half_plus_two_2_versions"), tmp)
+    servers.append(s)
+    check_half_plus_two(s, "hp2", 124, "2 versions, latest")
+    r = predict(s, predict_req("hp2", [1.0], version=124))
+    check(r.model_spec.version.value == 124, "pinned version 124: %s" % r.model_spec)
+    expect_error(lambda: predict(s, predict_req("hp2", [1.0], version=123)),
+                 grpc.StatusCode.NOT_FOUND, "Specific(hp2, 123)",
+                 "version 123 is not served (latest policy)")
+    s.stop()
+    servers.remove(s)
+    s = Server(a.build, "counter", os.path.join(fx, "saved_model_counter"), tmp)
+    servers.append(s)
+    check_counter(s, "counter")
+    s.stop()
+    servers.remove(s)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--bench", action="store_true", help="also time sequential Predict calls")
+    ap.add_argument("--fixtures", action="store_true",
+                    help="run the checks on the TensorFlow fixtures instead of the demo model")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)   # tfserve wants an absolute --model_base_path
     a.source = os.path.abspath(a.source)
+    fx = fixtures_dir(a.source, "tf_serving")
+    if a.fixtures and not os.path.isdir(fx):
+        print("SKIP: the fixture checks: %s is absent (set TFS_FIXTURES)" % fx, flush=True)
+        return 77
     tmp = tempfile.mkdtemp(prefix="tfs-grpc-test-")
     servers = []
     try:
         gen_stubs(a.source, tmp)
-        demo = os.path.join(a.build, "models", "half_plus_two")
-        rest_port = free_port()
-        s = Server(a.build, "half_plus_two", demo, tmp, ["--rest_api_port=%d" % rest_port])
-        servers.append(s)
-        check_half_plus_two(s, "half_plus_two", 1, "demo")
-        check_input_errors(s, "half_plus_two", "demo", rest_port)
-        check_method_errors(s, "half_plus_two", "demo")
-        check_metadata(s, "half_plus_two", 1, "demo", ["serving_default"])
-        check_status(s, "half_plus_two", [1], "demo")
-        check_errors(s, "half_plus_two", "demo")
-        check_concurrent(s, "half_plus_two", "demo")
-        check_deadlines(s, "half_plus_two", "demo")
-        # Messages past gRPC's 4 MiB default: TF Serving lifts the limit to INT32_MAX.
-        big = [float(i % 100) for i in range(2 * 1024 * 1024)]
-        r = predict(s, predict_req("half_plus_two", big, content=True))
-        y = r.outputs["y"].float_val
-        check(len(y) == len(big) and y[7] == 0.5 * 7 + 2 and y[-1] == 0.5 * big[-1] + 2,
-              "demo 8 MiB request and response (%d values)" % len(y))
-        # A port in use is a startup error, not a silently shared port.
-        p = subprocess.run([os.path.join(a.build, "server", "tfserve"), "--port=%d" % s.port,
-                            "--model_name=half_plus_two", "--model_base_path=" + demo],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
-        out = p.stdout.decode(errors="replace")
-        check(p.returncode == 1 and "could not bind gRPC" in out,
-              "second server on the same port: rc %d, %s" % (p.returncode, out[-300:]))
-        if a.bench:
-            throughput(s, "half_plus_two")
-        s.stop()
-        servers.remove(s)
-        check_channel_args(a.build, demo, tmp)
-        check_max_tensor_bytes(a.build, demo, tmp)
-        check_file_ops_at_request_time(a.build, demo, tmp)
-        check_load_peak_memory(a.build, demo, tmp)
-        check_stop_under_load(a.build, demo, tmp)
-        check_stop_with_idle_connection(a.build, demo, tmp)
-        check_many_names(a.build, demo, tmp)
-        # One thread on the queue: the same concurrent mix still works, and calls that wait
-        # behind big ones past their deadline are answered DEADLINE_EXCEEDED without running.
-        s = Server(a.build, "half_plus_two", demo, tmp, ["--grpc_num_threads=1",
-                                                         "--verbosity=debug"])
-        servers.append(s)
-        check_concurrent(s, "half_plus_two", "1 thread", calls=10)
-        check_queued_deadline(s, "half_plus_two", "1 thread")
-        s.stop()
-        servers.remove(s)
-
-        fx = os.path.join(a.source, "..", "shared", "fixtures", "tf_serving")
-        if not os.path.isdir(fx):
-            print("SKIP: fixture tests: %s is absent" % os.path.normpath(fx), flush=True)
+        if a.fixtures:
+            fixture_checks(a, fx, tmp, servers)
         else:
-            sigs = ["serving_default", "classify_x_to_y", "regress_x_to_y", "regress_x_to_y2",
-                    "regress_x2_to_y3"]
-            for d, what in (("saved_model_half_plus_two_cpu", "tf1"),
-                            ("saved_model_half_plus_two_tf2_cpu", "tf2")):
-                s = Server(a.build, "half_plus_two", os.path.join(fx, d), tmp)
-                servers.append(s)
-                check_half_plus_two(s, "half_plus_two", 123, what)
-                check_metadata(s, "half_plus_two", 123, what, sigs)
-                check_status(s, "half_plus_two", [123], what)
-                check_classify_regress(s, "half_plus_two", 123, what)
-                if what == "tf1":
-                    check_metadata_json(s, "half_plus_two",
-                                        os.path.join(fx, "half_plus_two_model_metadata.json"), what)
-                check_errors(s, "half_plus_two", what)
-                check_input_errors(s, "half_plus_two", what, default_x=what == "tf2")
-                s.stop()
-                servers.remove(s)
-            s = Server(a.build, "hp2", os.path.join(fx, "saved_model_half_plus_two_2_versions"),
-                       tmp)
-            servers.append(s)
-            check_half_plus_two(s, "hp2", 124, "2 versions, latest")
-            r = predict(s, predict_req("hp2", [1.0], version=124))
-            check(r.model_spec.version.value == 124, "pinned version 124: %s" % r.model_spec)
-            expect_error(lambda: predict(s, predict_req("hp2", [1.0], version=123)),
-                         grpc.StatusCode.NOT_FOUND, "Specific(hp2, 123)",
-                         "version 123 is not served (latest policy)")
-            s.stop()
-            servers.remove(s)
-            s = Server(a.build, "counter", os.path.join(fx, "saved_model_counter"), tmp)
-            servers.append(s)
-            check_counter(s, "counter")
-            s.stop()
-            servers.remove(s)
+            demo_checks(a, tmp, servers)
     except Exception as e:  # a crash of the test itself is a failure, with the server logs
         check(False, "test raised %r" % e)
         for s in servers:

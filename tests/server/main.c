@@ -1,6 +1,8 @@
-/* test-server: the Check suites for server/. */
+/* test-server: the Check suites for server/; with --fixtures, only those that
+ * read the TensorFlow fixtures (see tfs_test_run). */
 #include <check.h>
-#include <stdlib.h>
+
+#include "tests/support/tfs-test.h"
 
 Suite *suite_server_route(void);
 Suite *suite_server_json_tensor(void);
@@ -17,7 +19,7 @@ Suite *suite_server_warmup(void);
 Suite *suite_server_lifecycle(void);
 Suite *suite_server_metrics(void);
 
-int main(void)
+int main(int argc, char **argv)
 {
     SRunner *sr = srunner_create(suite_server_route());
     srunner_add_suite(sr, suite_server_json_tensor());
@@ -33,8 +35,5 @@ int main(void)
     srunner_add_suite(sr, suite_server_warmup());
     srunner_add_suite(sr, suite_server_lifecycle());
     srunner_add_suite(sr, suite_server_metrics());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tfs_test_run(sr, argc, argv);
 }

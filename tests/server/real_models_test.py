@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Real SavedModels that other projects published answer as TensorFlow does, over REST and gRPC.
 
-Serves every model under ../shared/fixtures/real/NAME/model (Keras, Estimator, TensorFlow.js and
-TFX exports, none written for tfserve) from one real tfserve started with a --model_config_file,
-then sends each golden request (NAME/golden/SIGNATURE.json: inputs and the outputs TensorFlow's
-semantics give, computed by an independent evaluator) as REST JSON and as gRPC TensorProtos with a
-real grpcio client, and compares every output within the fixtures' stated tolerance. Also checks
-that each model's load failure, if any, names its cause, and tfserve-inspect --check on every model.
+Serves every model under real/NAME/model of the TensorFlow fixtures ($TFS_FIXTURES): Keras,
+Estimator, TensorFlow.js and TFX exports, none written for tfserve, from one real tfserve started
+with a --model_config_file, then sends each golden request (NAME/golden/SIGNATURE.json: inputs
+and the outputs TensorFlow's semantics give, computed by an independent evaluator) as REST JSON
+and as gRPC TensorProtos with a real grpcio client, and compares every output within the
+fixtures' stated tolerance. Also checks that each model's load failure, if any, names its
+cause, and tfserve-inspect --check on every model.
 
-Exit 77 (skipped, saying why) when ../shared/fixtures/real is absent; prints "N passed, M failed".
+Exit 77 (skipped, saying why) when the fixtures' real/ folder is absent; prints "N passed, M failed".
 Run: /usr/bin/python3 real_models_test.py --build BUILD_DIR --source SOURCE_DIR
 """
 import argparse
@@ -310,14 +311,17 @@ def main():
     ap.add_argument("--only", help="a comma-separated list of fixture names")
     a = ap.parse_args()
     build, source = os.path.abspath(a.build), os.path.abspath(a.source)
-    fx = os.path.normpath(os.path.join(source, "..", "shared", "fixtures", "real"))
+    fx = g.fixtures_dir(source, "real")
     if not os.path.isdir(fx):
-        print("SKIP: real SavedModel tests: %s is absent" % fx, flush=True)
+        print("SKIP: real SavedModel tests: %s is absent (set TFS_FIXTURES)" % fx, flush=True)
         return 77
     names = sorted(os.path.basename(os.path.dirname(p))
                    for p in glob.glob(os.path.join(fx, "*", "model")))
     if a.only:
         names = [n for n in names if n in a.only.split(",")]
+    if not names:
+        print("SKIP: real SavedModel tests: no NAME/model folders under %s" % fx, flush=True)
+        return 77
     tmp = tempfile.mkdtemp(prefix="tfs-real-test-")
     proc = None
     log = None

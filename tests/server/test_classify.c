@@ -2,8 +2,8 @@
  * byte against what protobuf writes for feature.proto), every request error text of TF Serving's
  * section 1.7, the service layer's signature checks (server/service-example.c), and the REST
  * answers on TF Serving's half_plus_two fixtures (TF1 and TF2), in process through rest.c and
- * through the real tfserve binary. Fixture tests skip, saying so, when ../shared/fixtures is
- * absent.
+ * through the real tfserve binary. Fixture tests are cases of their own, reported skipped when the
+ * TensorFlow fixtures are absent.
  *
  * Expected numbers are hand-computed from the fixtures' variables: y = 0.5 x + 2, y3 = 0.5 x2 + 3;
  * all inputs and results are exact in binary floating point, so JSON texts compare exactly. */
@@ -382,14 +382,11 @@ static enum tfs_code call(tfs_loader *l, const char *model, bool classify, const
 }
 
 /* Every allocation of a classify/regress call failing in turn: the right answer or
- * RESOURCE_EXHAUSTED, nothing leaked. On the TF1 fixture when present (the whole success path),
- * else on the demo model (the signature-contract failure path). The JSON is parsed before the
- * failures start (the parser's own out-of-memory paths are tested in test_json_tensor.c). */
-START_TEST(test_classify_out_of_memory)
+ * RESOURCE_EXHAUSTED, nothing leaked. On the TF1 fixture (tf1: the whole success path) or on the
+ * demo model (the signature-contract failure path). The JSON is parsed before the failures start
+ * (the parser's own out-of-memory paths are tested in test_json_tensor.c). Frees l. */
+static void out_of_memory(tfs_loader *l, bool tf1)
 {
-    char        base[4096];
-    bool        tf1 = tfs_test_fixture(TF1_BASE, base, sizeof base) != NULL;
-    tfs_loader *l = tf1 ? load("m", base) : load_demo();
     const char *bodies[] = {
         "{\"signature_name\": \"regress_x_to_y\", \"context\": {\"k\": [\"v\", {\"b64\": "
         "\"AA==\"}]},"
@@ -419,6 +416,20 @@ START_TEST(test_classify_out_of_memory)
         tfs__jdoc_deinit(&doc);
     }
     tfs_loader_free(l);
+}
+
+START_TEST(test_classify_out_of_memory_demo)
+{
+    out_of_memory(load_demo(), false);
+}
+END_TEST
+
+START_TEST(test_classify_out_of_memory_tf1_fixture)
+{
+    char base[4096];
+    if (tfs_test_skip_without_fixture(__func__, TF1_BASE))
+        return;
+    out_of_memory(load("m", tfs_test_fixture(TF1_BASE, base, sizeof base)), true);
 }
 END_TEST
 
@@ -478,10 +489,15 @@ static void e2e_fixture(const char *rel)
                   s.log_path);
 }
 
-START_TEST(test_classify_e2e)
+START_TEST(test_classify_e2e_tf1)
 {
     if (!tfs_test_skip_without_fixture(__func__, TF1_BASE))
         e2e_fixture(TF1_BASE);
+}
+END_TEST
+
+START_TEST(test_classify_e2e_tf2)
+{
     if (!tfs_test_skip_without_fixture(__func__, TF2_BASE))
         e2e_fixture(TF2_BASE);
 }
@@ -496,14 +512,18 @@ Suite *suite_server_classify(void)
     tcase_add_test(tc, test_example_wire_bytes);
     tcase_add_test(tc, test_example_json_errors);
     tcase_add_test(tc, test_classify_signature_contract);
+    tcase_add_test(tc, test_classify_out_of_memory_demo);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("examples_fixtures", NULL);
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_classify_tf1_fixture);
     tcase_add_test(tc, test_classify_tf2_fixture);
-    tcase_add_test(tc, test_classify_out_of_memory);
+    tcase_add_test(tc, test_classify_out_of_memory_tf1_fixture);
     suite_add_tcase(s, tc);
-    TCase *sys = tcase_create("e2e");
+    TCase *sys = tfs_test_fixture_case("e2e_fixtures", "system");
     tcase_set_timeout(sys, 120);
-    tcase_set_tags(sys, "system");
-    tcase_add_test(sys, test_classify_e2e);
+    tcase_add_test(sys, test_classify_e2e_tf1);
+    tcase_add_test(sys, test_classify_e2e_tf2);
     suite_add_tcase(s, sys);
     return s;
 }

@@ -277,15 +277,13 @@ static void expect_predict(int port, const char *model, const char *body, const 
     tfs_http_reply_free(&r);
 }
 
-START_TEST(tfserve_serves_two_models_from_a_config_file)
+/* Serves the demo model as "first" and the model under second_base (NULL: the demo model again)
+ * as "second" from one config file, both answering half_plus_two. */
+static void serve_two_models(const char *second_base)
 {
     char *dir = tfs_test_mkdtemp();
-    char  demo[4200], tf1[4200], text[10000], flag[4300];
+    char  demo[4200], text[10000], flag[4300];
     snprintf(demo, sizeof demo, "%s/models/half_plus_two", TFS_BINARY_DIR);
-    /* The second model: TF Serving's own TF1 export when the fixtures are there, else the demo
-     * model again under another name. */
-    if (!tfs_test_fixture("tf_serving/saved_model_half_plus_two_cpu", tf1, sizeof tf1))
-        snprintf(tf1, sizeof tf1, "%s", demo);
     snprintf(text, sizeof text,
              "# two models\n"
              "model_config_list {\n"
@@ -294,7 +292,7 @@ START_TEST(tfserve_serves_two_models_from_a_config_file)
              "    name: \"second\", base_path: \"%s\", model_platform: \"tensorflow\",\n"
              "    model_version_policy { latest { num_versions: 1 } }\n"
              "  }\n"
-             "}\n", demo, tf1);
+             "}\n", demo, second_base ? second_base : demo);
     snprintf(flag, sizeof flag, "--model_config_file=%s", write_config(dir, "models.config", text));
     /* --model_base_path is ignored when a config file is given, as in TF Serving. */
     const char     *flags[] = {flag, "--model_base_path=/does/not/exist", NULL};
@@ -312,6 +310,21 @@ START_TEST(tfserve_serves_two_models_from_a_config_file)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
     tfs_test_rmtree(dir);
     free(dir);
+}
+
+START_TEST(tfserve_serves_two_models_from_a_config_file)
+{
+    serve_two_models(NULL);
+}
+END_TEST
+
+/* The second model is TF Serving's own TF1 export. */
+START_TEST(tfserve_serves_a_tf_serving_export_from_a_config_file)
+{
+    char tf1[4200];
+    if (tfs_test_skip_without_fixture(__func__, "tf_serving/saved_model_half_plus_two_cpu"))
+        return;
+    serve_two_models(tfs_test_fixture("tf_serving/saved_model_half_plus_two_cpu", tf1, sizeof tf1));
 }
 END_TEST
 
@@ -388,11 +401,10 @@ static void expect_states(int port, const char *name, const char *want)
  * all{} every version, specific{1, 3, 7} the listed versions present, labels pick versions; a
  * version outside a policy is NOT_FOUND with TF Serving's text, an unknown label
  * INVALID_ARGUMENT. A new version 4 is taken by latest{2} (2 unloads) and all{}, not by specific.
- * TF Serving's saved_model_half_plus_two_2_versions (00000123, 00000124) under latest{2} when the
- * fixtures are present. */
+ */
 START_TEST(tfserve_version_policies_and_labels)
 {
-    char *dir = tfs_test_mkdtemp(), base[4200], fx[4200], text[20000], flag[4300], more[4600];
+    char *dir = tfs_test_mkdtemp(), base[4200], text[20000], flag[4300];
     snprintf(base, sizeof base, "%s/m", dir);
     ck_assert_int_eq(mkdir(base, 0755), 0);
     for (int v = 1; v <= 3; v++)
@@ -400,12 +412,6 @@ START_TEST(tfserve_version_policies_and_labels)
     char notes[4300];
     snprintf(notes, sizeof notes, "%s/notes", base);   /* not a version: ignored */
     ck_assert_int_eq(mkdir(notes, 0755), 0);
-    bool have_fx = tfs_test_fixture("tf_serving/saved_model_half_plus_two_2_versions", fx,
-                                    sizeof fx) != NULL;
-    more[0] = 0;
-    if (have_fx)
-        snprintf(more, sizeof more, "  config { name: 'hp2' base_path: '%s' model_platform: "
-                 "'tensorflow' model_version_policy { latest { num_versions: 2 } } }\n", fx);
     snprintf(text, sizeof text,
              "model_config_list {\n"
              "  config { name: 'latest2' base_path: '%s' model_platform: 'tensorflow'\n"
@@ -416,7 +422,7 @@ START_TEST(tfserve_version_policies_and_labels)
              "           model_version_policy { specific { versions: [1, 3, 7] } }\n"
              "           version_labels { key: 'stable' value: 1 }\n"
              "           version_labels { key: 'canary' value: 3 } }\n"
-             "%s}\n", base, base, base, more);
+             "}\n", base, base, base);
     snprintf(flag, sizeof flag, "--model_config_file=%s", write_config(dir, "models.config", text));
     const char     *flags[] = {flag, "--file_system_poll_wait_seconds=1", "--verbosity=debug",
                                NULL};
@@ -443,11 +449,6 @@ START_TEST(tfserve_version_policies_and_labels)
     expect_served(p, "specific/labels/canary", 3, NULL);
     expect_served(p, "specific/labels/nope", -400, "Unrecognized servable version label: nope");
     expect_served(p, "latest2/labels/stable", -400, "Unrecognized servable version label: stable");
-    if (have_fx)
-        ck_assert_str_eq(version_states(p, "hp2"), "124:AVAILABLE 123:AVAILABLE");
-    else
-        fprintf(stderr, "SKIP part of %s: saved_model_half_plus_two_2_versions is absent\n",
-                __func__);
 
     tfs_test_write_version(base, 4);
     expect_states(p, "latest2", "4:AVAILABLE 3:AVAILABLE 2:END");
@@ -455,6 +456,34 @@ START_TEST(tfserve_version_policies_and_labels)
     expect_states(p, "all", "4:AVAILABLE 3:AVAILABLE 2:AVAILABLE 1:AVAILABLE");
     ck_assert_str_eq(version_states(p, "specific"), "3:AVAILABLE 1:AVAILABLE");
     expect_served(p, "specific", 3, NULL);
+    int status = tfs_test_server_stop(&s);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    unlink(s.log_path);
+    tfs_test_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* TF Serving's saved_model_half_plus_two_2_versions (00000123, 00000124) under latest{2}: both
+ * versions, compared as the integers their zero-padded folder names spell. */
+START_TEST(tfserve_latest2_of_tf_serving_versions)
+{
+    const char *rel = "tf_serving/saved_model_half_plus_two_2_versions";
+    char       *dir, fx[4200], text[5000], flag[4300];
+    if (tfs_test_skip_without_fixture(__func__, rel))
+        return;
+    dir = tfs_test_mkdtemp();
+    snprintf(text, sizeof text,
+             "model_config_list {\n"
+             "  config { name: 'hp2' base_path: '%s' model_platform: 'tensorflow'\n"
+             "           model_version_policy { latest { num_versions: 2 } } }\n"
+             "}\n", tfs_test_fixture(rel, fx, sizeof fx));
+    snprintf(flag, sizeof flag, "--model_config_file=%s", write_config(dir, "models.config", text));
+    const char     *flags[] = {flag, NULL};
+    tfs_test_server s;
+    ck_assert_msg(tfs_test_server_start(&s, flags) == 0, "tfserve did not start; see %s",
+                  s.log_path);
+    expect_states(s.rest_port, "hp2", "124:AVAILABLE 123:AVAILABLE");
     int status = tfs_test_server_stop(&s);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
     unlink(s.log_path);
@@ -631,6 +660,11 @@ Suite *suite_server_config_file(void)
     tcase_add_test(sys, tfserve_version_policies_and_labels);
     tcase_add_test(sys, tfserve_unreadable_base_paths);
     tcase_add_test(sys, tfserve_refuses_a_broken_config_file);
+    suite_add_tcase(s, sys);
+    sys = tfs_test_fixture_case("system_fixtures", "system");
+    tcase_set_timeout(sys, 120);
+    tcase_add_test(sys, tfserve_serves_a_tf_serving_export_from_a_config_file);
+    tcase_add_test(sys, tfserve_latest2_of_tf_serving_versions);
     suite_add_tcase(s, sys);
     return s;
 }

@@ -1,6 +1,6 @@
 /* System tests: the real tfserve binary on loopback, driven over HTTP like a user's client would.
  * The demo model (written at build time by tfserve's own writer) is always available; the real
- * TensorFlow fixtures are used when ../shared/fixtures is present and skipped, saying so, otherwise. */
+ * TensorFlow fixtures are used when present (their own case, reported skipped otherwise). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +210,9 @@ Suite *suite_server_e2e(void)
     tcase_set_timeout(tc, 120);
     tcase_set_tags(tc, "system");
     tcase_add_test(tc, test_e2e_demo_model);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("rest_fixtures", "system");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_e2e_tf1_fixture);
     tcase_add_test(tc, test_e2e_tf2_fixture);
     tcase_add_test(tc, test_e2e_broken_model_reported);

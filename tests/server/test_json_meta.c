@@ -1,6 +1,6 @@
 /* Model status and metadata documents (server/json-meta.c), compared as JSON with documents written
  * by hand from TF Serving's published ones, and with TF Serving's own answer for half_plus_two
- * (../shared/fixtures, skipped when absent). */
+ * (one of the TensorFlow fixtures; its own case, reported skipped when absent). */
 #include <check.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -199,8 +199,11 @@ Suite *suite_server_json_meta(void)
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_json_meta_status_one_version);
     tcase_add_test(tc, test_json_meta_status_versions);
-    tcase_add_test(tc, test_json_meta_matches_tf_serving);
     tcase_add_test(tc, test_json_meta_shapes_and_defaults);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("documents_fixtures", NULL);
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_json_meta_matches_tf_serving);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,6 @@
 /* Model warmup (server/warmup.c): warmup files built here with protobuf-c and the TFRecord writer,
  * replayed in process against the bundled demo model (and TF Serving's half_plus_two fixture for
- * classify, regress and multi-inference records, skipped when ../shared/fixtures is absent), and
+ * classify, regress and multi-inference records, a case reported skipped without them), and
  * through the real tfserve binary: the log reports the records replayed, a damaged file leaves the
  * version END with the error in GetModelStatus, and --enable_model_warmup=false ignores the file.
  * Warmups made slow on purpose (many iterations of one record) keep a version LOADING long enough
@@ -804,6 +804,9 @@ Suite *suite_server_warmup(void)
     tcase_add_test(tc, test_warmup_corrupt_file_fails);
     tcase_add_test(tc, test_warmup_record_not_a_prediction_log);
     tcase_add_test(tc, test_warmup_record_limit);
+    suite_add_tcase(s, tc);
+    tc = tfs_test_fixture_case("warmup_fixtures", NULL);
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_warmup_classify_regress_multi_fixture);
     suite_add_tcase(s, tc);
     TCase *sys = tcase_create("warmup_e2e");

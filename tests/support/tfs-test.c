@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,21 +21,126 @@ const char *tfs_test_fixture(const char *rel, char *buf, size_t n)
     return stat(buf, &sb) == 0 ? buf : NULL;
 }
 
+/* name under $TMPDIR (else /tmp), in buf. */
+static void tmp_path(char *buf, size_t n, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, n, "%s/%s", tmp && *tmp ? tmp : "/tmp", name);
+}
+
+/* Check runs each test in a child process, so what the fixture lookups of a run found travels
+ * back to tfs_test_run through a file that it names in this variable: one line per
+ * tfs_test_skip_without_fixture call, "have" or "skip", the test and the fixture. */
+#define FIXTURE_LOG_ENV "TFS_TEST_FIXTURE_LOG"
+#define FIXTURE_TAG     "fixtures"
+
+static void fixture_log(const char *what, const char *test, const char *rel)
+{
+    const char *path = getenv(FIXTURE_LOG_ENV);
+    if (!path || !*path)
+        return;
+    char line[1024];
+    int  n = snprintf(line, sizeof line, "%s %s %s\n", what, test, rel);
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = snprintf(line, sizeof line, "%s %s\n", what, test);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    if (fd < 0)
+        return;
+    /* One write with O_APPEND: lines from concurrent children do not interleave. */
+    ssize_t w = write(fd, line, (size_t)n);
+    (void)w;
+    close(fd);
+}
+
 bool tfs_test_skip_without_fixture(const char *test, const char *rel)
 {
     char buf[4096];
-    if (tfs_test_fixture(rel, buf, sizeof buf))
+    if (tfs_test_fixture(rel, buf, sizeof buf)) {
+        fixture_log("have", test, rel);
         return false;
-    fprintf(stderr, "SKIP %s: fixture %s absent (set TFS_FIXTURES or provide ../shared/fixtures)\n",
-            test, rel);
+    }
+    fixture_log("skip", test, rel);
+    fprintf(stderr, "SKIP %s: fixture %s absent (looked in %s; set TFS_FIXTURES)\n", test, rel,
+            buf);
     return true;
+}
+
+TCase *tfs_test_fixture_case(const char *name, const char *tags)
+{
+    TCase *tc = tcase_create(name);
+    char   all[256];
+    snprintf(all, sizeof all, "%s %s", FIXTURE_TAG, tags ? tags : "");
+    tcase_set_tags(tc, all);
+    return tc;
+}
+
+int tfs_test_run(SRunner *sr, int argc, char **argv)
+{
+    bool fixtures = argc == 2 && strcmp(argv[1], "--fixtures") == 0;
+    if (argc > 2 || (argc == 2 && !fixtures)) {
+        fprintf(stderr, "usage: %s [--fixtures]\n", argv[0]);
+        srunner_free(sr);
+        return EXIT_FAILURE;
+    }
+    /* Not tfs_test_mkdtemp: its ck_assert may only run inside a test. */
+    char log[4096];
+    tmp_path(log, sizeof log, "tfs-fixture-log-XXXXXX");
+    int fd = mkstemp(log);
+    if (fd < 0) {
+        perror(log);
+        srunner_free(sr);
+        return EXIT_FAILURE;
+    }
+    close(fd);
+    setenv(FIXTURE_LOG_ENV, log, 1);
+    /* Explicit tags override Check's CK_INCLUDE_TAGS / CK_EXCLUDE_TAGS, so the exclusions are
+     * merged by hand ("system" is excluded that way for a quick run). */
+    const char *env_excl = getenv("CK_EXCLUDE_TAGS");
+    char        excl[1024];
+    snprintf(excl, sizeof excl, "%s %s", fixtures ? "" : FIXTURE_TAG, env_excl ? env_excl : "");
+    srunner_run_tagged(sr, NULL, NULL, fixtures ? FIXTURE_TAG : NULL, excl, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
+    srunner_free(sr);
+    unsetenv(FIXTURE_LOG_ENV);
+    char *lines = tfs_test_read_file(log, NULL);
+    unlink(log);
+    if (!lines) {
+        fprintf(stderr, "tfs_test_run: the fixture log vanished\n");
+        return EXIT_FAILURE;
+    }
+
+    int asked = 0, skipped = 0;
+    for (char *l = lines, *nl; *l; l = nl + 1) {
+        nl = strchr(l, '\n');
+        if (!nl)
+            break;
+        *nl = 0;
+        asked++;
+        if (strncmp(l, "skip ", 5) == 0)
+            skipped++;
+        if (!fixtures)
+            fprintf(stderr, "FAIL: a test outside the fixture cases reads a fixture (%s): move it "
+                    "to a tfs_test_fixture_case\n", l + 5);
+    }
+    free(lines);
+    if (failed)
+        return EXIT_FAILURE;
+    if (!fixtures)
+        return asked ? EXIT_FAILURE : EXIT_SUCCESS;
+    if (skipped) {
+        char root[4096];
+        tfs_test_fixture("", root, sizeof root);
+        fprintf(stderr, "SKIP: %d of %d fixture tests found their fixture absent under %s\n",
+                skipped, ran, root);
+        return 77;
+    }
+    return EXIT_SUCCESS;
 }
 
 char *tfs_test_mkdtemp(void)
 {
-    const char *tmp = getenv("TMPDIR");
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s/tfs-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp_path(buf, sizeof buf, "tfs-test-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(buf));
     return strdup(buf);
 }

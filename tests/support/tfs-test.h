@@ -10,11 +10,26 @@
 
 #include "runtime/runtime.h"
 
-/* Path of a file or folder under the TensorFlow fixtures ($TFS_FIXTURES, else
- * <source>/../shared/fixtures), or NULL when it does not exist. Static buffer per call site: copy it. */
+/* Path of a file or folder under the TensorFlow fixtures ($TFS_FIXTURES, else a shared/fixtures
+ * folder beside the source tree), or NULL when it does not exist. The path is written to buf
+ * either way. */
 const char *tfs_test_fixture(const char *rel, char *buf, size_t n);
-/* Prints "SKIP <test>: fixture <rel> absent" once and returns true when the fixture is missing. */
+/* Prints "SKIP <test>: fixture <rel> absent" and returns true when the fixture is missing. Every
+ * test that reads the fixtures starts with `if (tfs_test_skip_without_fixture(...)) return;` and
+ * lives in a TCase made by tfs_test_fixture_case: tfs_test_run counts these calls, so a missing
+ * fixture reports the run as skipped, never as passed. */
 bool tfs_test_skip_without_fixture(const char *test, const char *rel);
+
+/* A TCase for the tests that read the TensorFlow fixtures, tagged "fixtures" and the
+ * space-separated tags (NULL: none): tfs_test_run runs these apart from the others, so that ctest
+ * can show them as skipped while the rest passes. */
+TCase *tfs_test_fixture_case(const char *name, const char *tags);
+/* main() of a Check binary: runs sr and frees it, returning the exit status. Without arguments it
+ * runs every TCase except the fixture ones, and fails when one of its tests asks for a fixture
+ * (it belongs in a fixture case). With "--fixtures" it runs only the fixture cases and returns 77
+ * (ctest's SKIP_RETURN_CODE) when none failed but some found their fixture absent. CK_RUN_SUITE,
+ * CK_RUN_CASE and CK_EXCLUDE_TAGS still narrow either run. */
+int tfs_test_run(SRunner *sr, int argc, char **argv);
 
 /* A fresh directory under $TMPDIR; removed (recursively) by tfs_test_rmtree. */
 char *tfs_test_mkdtemp(void);           /* caller frees with free() */
