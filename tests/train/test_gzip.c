@@ -139,6 +139,7 @@ static enum tfs_code gunzip(const uint8_t *b, size_t n, size_t *len, tfs_status 
     void         *out = NULL;
     enum tfs_code code = tfs_gunzip("t.gz", b, n, (size_t)1 << 26, &out, len, st);
     ck_assert(code == TFS_OK || out == NULL);
+    ck_assert_msg(code == TFS_OK || strstr(st->msg, "t.gz") != NULL, "%s", st->msg);
     tfs_free(out);
     return code;
 }
