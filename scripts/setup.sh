@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config git curl ca-certificates openssl libssl-dev
   libmicrohttpd-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler
-  libgrpc-dev libopenblas-dev check libsubunit-dev libsnappy-dev libre2-dev
+  libgrpc-dev libopenblas-dev check libsubunit-dev libsnappy-dev libre2-dev zlib1g-dev
   python3-grpcio python3-protobuf python3-numpy
   dataset-fashion-mnist
   valgrind clang libclang-rt-14-dev

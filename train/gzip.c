@@ -1,204 +1,177 @@
-/* The gzip container (RFC 1952) around inflate.c, gzip's CRC-32, and whole-file reading for the
- * dataset readers (which take plain or gzip files alike).
+/* gzip files (RFC 1952) through zlib, and whole-file reading for the dataset readers (which take
+ * plain or gzip files alike).
  *
- * A gzip member is a 10-byte header (1f 8b, method 8 = deflate, flags, mtime, xfl, os), the
- * optional fields its flags announce (FEXTRA: 2-byte length + data; FNAME, FCOMMENT: zero-
- * terminated; FHCRC: low 16 bits of the CRC-32 of the header so far), the deflate stream, then the
- * CRC-32 and the length mod 2^32 (ISIZE) of the member's data, little-endian. A file may hold
- * several members (their data is concatenated, as gzip -d does); zero bytes after the last member
- * are padding some tools add and are accepted, anything else is an error.
- *
- * The CRC uses slicing-by-8 (eight 256-entry tables, eight bytes per step) so that checking the
- * CRC of a 47 MB file costs little next to inflating it.
+ * zlib's inflate with a gzip wrapper (windowBits 16 + 15) decodes one member: it parses the header
+ * (FEXTRA, FNAME, FCOMMENT, FHCRC with its CRC checked) and checks the member's CRC-32 and ISIZE.
+ * A file may hold several members, whose data is concatenated as gzip -d does, so the loop below
+ * resets the stream after each member that more input follows. Zero bytes after the last member
+ * are padding some tools add and are accepted; anything else is an error naming its offset.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "runtime/alloc.h"
 #include "train/train-impl.h"
 
-/* ---- CRC-32 --------------------------------------------------------------------------------- */
-
-static uint32_t       crc_tab[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        crc_tab[0][i] = c;
-    }
-    /* Table k: the CRC of byte i followed by k zero bytes. */
-    for (int k = 1; k < 8; k++)
-        for (uint32_t i = 0; i < 256; i++)
-            crc_tab[k][i] = (crc_tab[k - 1][i] >> 8) ^ crc_tab[0][crc_tab[k - 1][i] & 0xff];
-}
-
-uint32_t tfs__crc32(uint32_t crc, const void *data, size_t n)
-{
-    pthread_once(&crc_once, crc_init);
-    const uint8_t *p = data;
-    uint32_t       c = ~crc;
-    for (; n >= 8; n -= 8, p += 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
-        c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^ crc_tab[5][(lo >> 16) & 0xff] ^
-            crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
-            crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
-    }
-    while (n--)
-        c = (c >> 8) ^ crc_tab[0][(c ^ *p++) & 0xff];
-    return ~c;
-}
-
 /* ---- gzip ----------------------------------------------------------------------------------- */
 
-enum { FTEXT = 1, FHCRC = 2, FEXTRA = 4, FNAME = 8, FCOMMENT = 16, FRESERVED = 0xe0 };
+/* zlib allocates through these so its state and window are counted with the rest of the heap and
+ * fail when the fault-injection hook says so (inflate then returns Z_MEM_ERROR). */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    return tfs_calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    (void)opaque;
+    tfs_free(p);
+}
 
 static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Parses the member header at in[at]; *data_at receives the offset of the deflate stream. */
-static enum tfs_code header(const char *name, const uint8_t *in, size_t n, size_t at, int member,
-                            size_t *data_at, tfs_status *st)
+static bool gzip_magic(const uint8_t *p, size_t n)
 {
-    size_t p = at;
-    if (n - at < 10)
-        return TFS_ERR(st, TFS_DATA_LOSS, "%s: gzip member %d: truncated header (byte %zu)%s", name,
-                       member, at, member > 1 ? ", or trailing garbage" : "");
-    if ((in[p] != 0x1f || in[p + 1] != 0x8b) && member > 1)
-        return TFS_ERR(st, TFS_DATA_LOSS, "%s: trailing garbage after gzip member %d (byte %zu)",
-                       name, member - 1, at);
-    if (in[p] != 0x1f || in[p + 1] != 0x8b)
-        return TFS_ERR(st, TFS_DATA_LOSS, "%s: not in gzip format (byte %zu: %02x %02x)", name, at,
-                       in[p], in[p + 1]);
-    if (in[p + 2] != 8)
-        return TFS_ERR(st, TFS_DATA_LOSS,
-                       "%s: gzip member %d: unknown compression method %u (only 8, deflate)", name,
-                       member, in[p + 2]);
-    unsigned flg = in[p + 3];
-    if (flg & FRESERVED)
-        return TFS_ERR(st, TFS_DATA_LOSS, "%s: gzip member %d: reserved header flags 0x%02x set",
-                       name, member, flg & FRESERVED);
-    p += 10;
-    if (flg & FEXTRA) {
-        if (n - p < 2)
-            goto trunc;
-        size_t xlen = in[p] | (size_t)in[p + 1] << 8;
-        if (n - p - 2 < xlen)
-            goto trunc;
-        p += 2 + xlen;
-    }
-    for (unsigned f = FNAME; f <= FCOMMENT; f <<= 1) {
-        if (!(flg & f))
-            continue;
-        const uint8_t *z = memchr(in + p, 0, n - p);
-        if (!z)
-            goto trunc;
-        p = (size_t)(z - in) + 1;
-    }
-    if (flg & FHCRC) {
-        if (n - p < 2)
-            goto trunc;
-        uint32_t want = in[p] | (uint32_t)in[p + 1] << 8;
-        uint32_t got = tfs__crc32(0, in + at, p - at) & 0xffff;
-        if (got != want)
-            return TFS_ERR(st, TFS_DATA_LOSS,
-                           "%s: gzip member %d: header CRC mismatch (stored %04x, computed %04x)",
-                           name, member, want, got);
-        p += 2;
-    }
-    *data_at = p;
-    return TFS_OK;
-trunc:
-    return TFS_ERR(st, TFS_DATA_LOSS, "%s: gzip member %d: truncated header (byte %zu)", name,
-                   member, at);
+    return n >= 2 && p[0] == 0x1f && p[1] == 0x8b;
+}
+
+/* zlib counts in uInt: inputs and outputs over 4 GiB go in pieces. */
+static uInt z_chunk(size_t n)
+{
+    return n > UINT_MAX ? UINT_MAX : (uInt)n;
 }
 
 enum tfs_code tfs_gunzip(const char *name, const void *in_, size_t n, size_t max_out, void **out,
                          size_t *out_len, tfs_status *st)
 {
     const uint8_t *in = in_;
-    tfs__bytes     o = {NULL, 0, 0};
+    uint8_t       *buf = NULL;
+    size_t         cap = 8, len = 0, pos = 0;
     enum tfs_code  code;
-    size_t         at = 0;
+    z_stream       zs;
+    bool           zs_live = false;
+    int            member = 1;
+    char           what[512];
     *out = NULL;
     *out_len = 0;
+    memset(&zs, 0, sizeof zs);
+    zs.zalloc = z_alloc;
+    zs.zfree = z_free;
     if (n == 0) {
         code = TFS_ERR(st, TFS_DATA_LOSS, "%s: empty file, not in gzip format", name);
         goto fail;
     }
+    if (!gzip_magic(in, n)) {
+        code = TFS_ERR(st, TFS_DATA_LOSS, "%s: not in gzip format (byte 0: %02x %02x)", name,
+                       in[0], n > 1 ? in[1] : 0);
+        goto fail;
+    }
     /* For a one-member file, ISIZE (the last 4 bytes) is the output size: allocate it once when
      * deflate could produce it from this input (at most 1032 output bytes per input byte). The
-     * buffer exists even for empty output, so pointer arithmetic on it is always defined. */
-    o.cap = 8;
+     * buffer exists even for empty output, so a successful result is never NULL. */
     if (n >= 18) {
         size_t isize = le32(in + n - 4);
         if (isize <= max_out && isize / 1032 <= n)
-            o.cap = isize + 8;
+            cap = isize + 8;
     }
-    if (!(o.data = tfs_malloc(o.cap))) {
-        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory (%zu bytes)", name, o.cap);
+    if (!(buf = tfs_malloc(cap))) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory (%zu bytes)", name, cap);
         goto fail;
     }
-    for (int member = 1; at < n; member++) {
-        if (member > 1) {
-            size_t z = at;
+    int zr = inflateInit2(&zs, 16 + MAX_WBITS);
+    if (zr != Z_OK) {
+        code = TFS_ERR(st, zr == Z_MEM_ERROR ? TFS_RESOURCE_EXHAUSTED : TFS_INTERNAL,
+                       "%s: cannot start zlib's inflate: %s", name, zs.msg ? zs.msg : zError(zr));
+        goto fail;
+    }
+    zs_live = true;
+    snprintf(what, sizeof what, "%s", name);
+    for (;;) {
+        /* The buffer may grow to max_out + 1 bytes: one byte over the limit proves it exceeded. */
+        if (len == cap) {
+            size_t ncap = cap < ((size_t)1 << 16) ? (size_t)1 << 16 : cap;
+            ncap = ncap > max_out / 2 ? max_out + 1 : ncap * 2;
+            uint8_t *p = tfs_realloc(buf, ncap);
+            if (!p) {
+                code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory (%zu bytes)", what,
+                               ncap);
+                goto fail;
+            }
+            buf = p;
+            cap = ncap;
+        }
+        uInt in_given = z_chunk(n - pos), out_given = z_chunk(cap - len);
+        zs.next_in = (Bytef *)(uintptr_t)(in + pos);   /* zlib never writes its input */
+        zs.avail_in = in_given;
+        zs.next_out = buf + len;
+        zs.avail_out = out_given;
+        zr = inflate(&zs, Z_NO_FLUSH);
+        pos += in_given - zs.avail_in;
+        len += out_given - zs.avail_out;
+        if (len > max_out) {
+            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED,
+                           "%s: deflate: output exceeds the limit of %zu bytes (compressed byte "
+                           "%zu)", what, max_out, pos);
+            goto fail;
+        }
+        if (zr == Z_OK)
+            continue;
+        if (zr == Z_STREAM_END) {
+            size_t z = pos;
             while (z < n && in[z] == 0)
                 z++;
             if (z == n)
-                break;   /* zero padding */
+                break;   /* the end, or zero padding */
+            if (!gzip_magic(in + pos, n - pos)) {
+                code = TFS_ERR(st, TFS_DATA_LOSS,
+                               "%s: trailing garbage after gzip member %d (byte %zu)", name,
+                               member, pos);
+                goto fail;
+            }
+            member++;
+            snprintf(what, sizeof what, "%s: gzip member %d", name, member);
+            if ((zr = inflateReset(&zs)) != Z_OK) {
+                code = TFS_ERR(st, TFS_INTERNAL, "%s: inflateReset: %s", what, zError(zr));
+                goto fail;
+            }
+            continue;
         }
-        size_t data_at = 0, used = 0, start = o.len;
-        if ((code = header(name, in, n, at, member, &data_at, st)) != TFS_OK)
-            goto fail;
-        char what[512];
-        snprintf(what, sizeof what, member > 1 ? "%s: gzip member %d" : "%s", name, member);
-        if ((code = tfs__inflate(in + data_at, n - data_at, data_at, &o, max_out, &used, what,
-                                 st)) != TFS_OK)
-            goto fail;
-        at = data_at + used;
-        if (n - at < 8) {
+        if (zr == Z_MEM_ERROR) {
+            code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "%s: out of memory in zlib's inflate",
+                           what);
+        } else if (zr == Z_BUF_ERROR && pos == n) {
+            /* No progress with room to write: the input ran out inside the member. */
             code = TFS_ERR(st, TFS_DATA_LOSS,
-                           "%s: gzip member %d: truncated trailer (byte %zu, %zu bytes left)", name,
-                           member, at, n - at);
-            goto fail;
+                           "%s: truncated gzip data (the file ends at byte %zu inside the "
+                           "compressed stream, its header or its trailer)", what, n);
+        } else {
+            /* Z_DATA_ERROR: zlib's message says what (bad header flags, invalid code, distance
+             * too far back, incorrect data check for the CRC-32, incorrect length check). */
+            code = TFS_ERR(st, TFS_DATA_LOSS, "%s: corrupt gzip data: %s (compressed byte %zu)",
+                           what, zs.msg ? zs.msg : zError(zr), pos);
         }
-        uint32_t want = le32(in + at), got = tfs__crc32(0, o.data + start, o.len - start);
-        if (want != got) {
-            code = TFS_ERR(st, TFS_DATA_LOSS,
-                           "%s: gzip member %d: CRC-32 mismatch (stored %08x, computed %08x)", name,
-                           member, want, got);
-            goto fail;
-        }
-        uint32_t isize = le32(in + at + 4);
-        if (isize != (uint32_t)(o.len - start)) {
-            code = TFS_ERR(st, TFS_DATA_LOSS,
-                           "%s: gzip member %d: length mismatch (stored %u, decompressed %zu mod "
-                           "2^32 = %u)", name, member, isize, o.len - start,
-                           (uint32_t)(o.len - start));
-            goto fail;
-        }
-        at += 8;
+        goto fail;
     }
-    *out = o.data;
-    *out_len = o.len;
+    inflateEnd(&zs);
+    *out = buf;
+    *out_len = len;
     tfs_status_clear(st);
     return TFS_OK;
 fail:
-    tfs_free(o.data);
+    if (zs_live)
+        inflateEnd(&zs);
+    tfs_free(buf);
     return code;
 }
 

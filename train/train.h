@@ -46,13 +46,13 @@
 #define TFS_DATA_MAX_BYTES ((size_t)1 << 34)
 
 /* Decompresses a gzip file image (RFC 1952; every member of a multi-member file, trailing zero
- * padding allowed) with tfserve's own inflate (RFC 1951: stored, fixed and dynamic Huffman
- * blocks). Header flags are honoured (FEXTRA, FNAME, FCOMMENT, FHCRC with its CRC checked); each
- * member's CRC-32 and ISIZE are checked. `name` (borrowed) prefixes every message. Output is at
- * most max_out bytes (RESOURCE_EXHAUSTED beyond). *out is tfs_malloc'ed (caller frees with
- * tfs_free; never NULL on success, even for 0 bytes). DATA_LOSS "<name>: ..." with the byte
- * offset for anything malformed: not gzip, bad Huffman code, distance too far back, truncated
- * data, CRC or length mismatch, trailing garbage. */
+ * padding allowed) with zlib, which honours the header flags (FEXTRA, FNAME, FCOMMENT, FHCRC with
+ * its CRC checked) and checks each member's CRC-32 and ISIZE. `name` (borrowed) prefixes every
+ * message. Output is at most max_out bytes (RESOURCE_EXHAUSTED beyond). *out is tfs_malloc'ed
+ * (caller frees with tfs_free; never NULL on success, even for 0 bytes). DATA_LOSS "<name>: ..."
+ * with the byte offset for anything malformed: not gzip, truncated, corrupt (zlib's reason: bad
+ * header, invalid code, distance too far back, incorrect data check for a CRC-32 mismatch,
+ * incorrect length check for ISIZE), trailing garbage. */
 enum tfs_code tfs_gunzip(const char *name, const void *in, size_t n, size_t max_out, void **out,
                          size_t *out_len, tfs_status *st);
 

@@ -2,7 +2,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-Suite *suite_train_inflate(void);
+Suite *suite_train_gzip(void);
 Suite *suite_train_idx(void);
 Suite *suite_train_csv(void);
 Suite *suite_train_npy(void);
@@ -20,7 +20,7 @@ Suite *suite_train_fit_json(void);
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite_train_inflate());
+    SRunner *sr = srunner_create(suite_train_gzip());
     srunner_add_suite(sr, suite_train_idx());
     srunner_add_suite(sr, suite_train_csv());
     srunner_add_suite(sr, suite_train_npy());
