@@ -18,7 +18,11 @@ echo "== tests =="
 (cd build && ctest --output-on-failure --timeout 900)
 
 echo "== build with AddressSanitizer + UBSan =="
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTFS_WERROR=ON -DTFS_SANITIZE="address;undefined"
+# -O1 as ASan's authors advise: the instrumented checks are the same, the suite runs in about half
+# the time of -O0. The CUDA backend is left out here: its tests need a GPU, and the plain build
+# above compiles it with -Werror.
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+  -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DTFS_CUDA=OFF -DTFS_WERROR=ON -DTFS_SANITIZE="address;undefined"
 cmake --build build-asan -j"$JOBS"
 echo "== tests under AddressSanitizer + UBSan =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
