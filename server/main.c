@@ -387,7 +387,7 @@ int main(int argc, char **argv)
     if (!parse_flags(argc, argv, &f, &rc) || (rc = setup_logging(&f, argv[0])) != 0 ||
         (rc = validate_flags(&f, argv[0])) != 0)
         goto done;
-    if (setup_process(&f, &st) != TFS_OK)
+    if (tfs_server_tls_check(&f, &st) != TFS_OK || setup_process(&f, &st) != TFS_OK)
         goto fail;
     block_signals(&sigs);
     if (start_models(&f, &s, &st) != TFS_OK || start_grpc(&f, &s, &st) != TFS_OK ||

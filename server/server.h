@@ -96,6 +96,10 @@ enum tfs_code tfs_server_flags_parse(int argc, char **argv, tfs_server_flags *f,
  * --rest_api_port equal to --port is logged as an error and turns REST off in *f
  * (tensorflow_model_server starts without REST then). */
 enum tfs_code tfs_server_flags_check(tfs_server_flags *f, bool *usage, tfs_status *st);
+/* Reads and checks the TLS material the flags name (--ssl_config_file; the REST certificate and
+ * key when REST is on), so that a bad file stops the start before any model loads rather than
+ * after. INVALID_ARGUMENT / NOT_FOUND / PERMISSION_DENIED naming the file and the part. */
+enum tfs_code tfs_server_tls_check(const tfs_server_flags *f, tfs_status *st);
 void          tfs_server_flags_deinit(tfs_server_flags *f);   /* NULL-safe */
 /* Writes the usage text, generated from the flag table, to out. */
 void          tfs_server_flags_usage(FILE *out, const char *argv0);

@@ -17,6 +17,7 @@
 #include "runtime/alloc.h"
 #include "runtime/log.h"
 #include "server/grpc-impl.h"
+#include "server/server.h"
 #include "tensorflow_serving/config/ssl_config.pb-c.h"
 
 #define LOG_MODULE   "tls"
@@ -125,8 +126,10 @@ done:
     return code;
 }
 
-enum tfs_code tfs__grpc_ssl_credentials(const char *path, grpc_server_credentials **out,
-                                        tfs_status *st)
+/* The SSLConfig text at path, parsed and its material checked; *out is freed by the caller with
+ * protobuf_c_message_free_unpacked (NULL on failure). */
+static enum tfs_code ssl_config_read(const char *path, Tensorflow__Serving__SSLConfig **out,
+                                     tfs_status *st)
 {
     Tensorflow__Serving__SSLConfig *c = NULL;
     enum tfs_code                   code;
@@ -148,8 +151,46 @@ enum tfs_code tfs__grpc_ssl_credentials(const char *path, grpc_server_credential
         code = tfs__tls_check(&pems, st);
     if (code != TFS_OK) {
         tfs_status_prefix(st, "--ssl_config_file=%s", path);
-        goto done;
+        protobuf_c_message_free_unpacked(&c->base, NULL);
+        return code;
     }
+    *out = c;
+    return TFS_OK;
+}
+
+enum tfs_code tfs_server_tls_check(const tfs_server_flags *f, tfs_status *st)
+{
+    enum tfs_code code = TFS_OK;
+    if (*f->ssl_config_file) {
+        Tensorflow__Serving__SSLConfig *c;
+        if ((code = ssl_config_read(f->ssl_config_file, &c, st)) != TFS_OK)
+            return code;
+        protobuf_c_message_free_unpacked(&c->base, NULL);
+    }
+    if (f->rest_api_port > 0 && *f->rest_api_ssl_cert_file && *f->rest_api_ssl_key_file) {
+        char *cert = NULL, *key = NULL;
+        if ((code = tfs__tls_read_file(f->rest_api_ssl_cert_file, &cert, st)) == TFS_OK &&
+            (code = tfs__tls_read_file(f->rest_api_ssl_key_file, &key, st)) == TFS_OK) {
+            tfs__tls_pems pems = {.key = key, .cert = cert,
+                                  .key_name = f->rest_api_ssl_key_file,
+                                  .cert_name = f->rest_api_ssl_cert_file};
+            code = tfs__tls_check(&pems, st);
+        }
+        tfs_free(cert);
+        tfs_free(key);
+    }
+    return code;
+}
+
+enum tfs_code tfs__grpc_ssl_credentials(const char *path, grpc_server_credentials **out,
+                                        tfs_status *st)
+{
+    Tensorflow__Serving__SSLConfig *c = NULL;
+    enum tfs_code                   code;
+
+    *out = NULL;
+    if ((code = ssl_config_read(path, &c, st)) != TFS_OK)
+        return code;
     grpc_ssl_pem_key_cert_pair pair = {.private_key = c->server_key,
                                        .cert_chain = c->server_cert};
     /* The C core copies the PEM strings. */

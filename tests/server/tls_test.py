@@ -11,7 +11,8 @@ certificate signed by the CA, then checks:
   exit 1 and a message naming the file.
   REST (--rest_api_ssl_cert_file/--rest_api_ssl_key_file): curl --cacert gets the predict answer,
   curl without --cacert fails verification, a plain-HTTP client gets no answer and neither
-  crashes nor stalls the server, one flag without the other and bad PEM stop the start.
+  crashes nor stalls the server, one flag without the other and bad PEM stop the start (before any
+  model loads).
 
 Exit 77 (skipped, saying why) without openssl or curl. Prints "N passed, M failed".
 Run: /usr/bin/python3 tls_test.py --build BUILD_DIR --source SOURCE_DIR
@@ -227,6 +228,9 @@ def check_grpc(build, demo, tmp, d):
         g.check(p.returncode == 1 and all(t in out for t in texts),
                 "--ssl_config_file %s: rc %d, wanted %s in %s" % (what, p.returncode, texts,
                                                                   out[-600:]))
+        # Checked before any model loads: a bad file costs no model load first.
+        g.check("AVAILABLE" not in out, "--ssl_config_file %s: stopped before loading models"
+                % what)
 
 
 def curl(*args):
@@ -313,6 +317,7 @@ def check_rest(build, demo, tmp, d):
         out = p.stdout.decode(errors="replace")
         g.check(p.returncode == 1 and all(t in out for t in texts),
                 "REST TLS %s: rc %d, wanted %s in %s" % (what, p.returncode, texts, out[-600:]))
+        g.check("AVAILABLE" not in out, "REST TLS %s: stopped before loading models" % what)
 
 
 def main():
