@@ -27,8 +27,7 @@
  *     tfs_batch_queue_free(q);   // runs what is queued, then returns
  *     tfs_batcher_free(b);
  *
- * Batch formation (TF Serving's SharedBatchScheduler + BatchingSession, ../shared/reference/
- * tfserving-api.md 4.2):
+ * Batch formation (TF Serving's SharedBatchScheduler + BatchingSession):
  *  - A batch closes when it holds `capacity` rows (max_batch_size; max_execution_batch_size when
  *    enable_large_batch_splitting) or when its first task has waited batch_timeout_micros (0:
  *    run as soon as a batch thread is free). A task that does not fit the open batch closes it

@@ -1,4 +1,4 @@
-/* tfserve-cnn-model DIR [REQUEST_JSON]: writes the small CNN of issue 6's batching benchmark as a SavedModel
+/* tfserve-cnn-model DIR [REQUEST_JSON]: writes the small CNN of the batching benchmark as a SavedModel
  * version folder DIR (e.g. /tmp/cnn/1), with tfserve's own SavedModel writer:
  *
  *     x [-1,28,28,1] -> Conv2D 5x5x32 SAME + BiasAdd + Relu -> MaxPool 2x2/2
@@ -201,7 +201,7 @@ static bool write_request(const char *path)
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s DIR [REQUEST_JSON]\nWrites issue 6's small CNN (28x28x1 -> 10) as "
+        fprintf(stderr, "usage: %s DIR [REQUEST_JSON]\nWrites the batching benchmark's small CNN (28x28x1 -> 10) as "
                 "a SavedModel version folder DIR, and a one-instance predict body to REQUEST_JSON.\n",
                 argv[0]);
         return 2;

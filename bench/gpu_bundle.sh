@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs tfserve's CUDA build for a GPU machine that cannot build it (issue 8): a GPU machine lent
+# Packs tfserve's CUDA build for a GPU machine that cannot build it: a GPU machine lent
 # for a few minutes often has CUDA, cuDNN and a CUDA PyTorch but none of Debian's packages
 # (libmicrohttpd, gRPC, OpenBLAS, Check), so bench/gpu_vs_pytorch.sh cannot build there.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tfserve's CUDA executor against PyTorch on the same GPU (issue 8): builds tfserve with CUDA
+# tfserve's CUDA executor against PyTorch on the same GPU: builds tfserve with CUDA
 # (nvcc + cuDNN; build folder build-cuda unless TFS_BUILD_DIR says otherwise), runs the CPU/GPU
 # parity tests (test-runtime-gpu), then times the MLP 784-512-256-10, the small CNN and ResNet-50
 # (bench/infer/models.c, resnet.c) at batch 1, 8, 64 and 256 through bench/infer/gpu_driver.py:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gRPC Predict throughput of tfserve on the demo model half_plus_two (issue 4, "Targets": >= 40k
+# gRPC Predict throughput of tfserve on the demo model half_plus_two (target: >= 40k
 # calls/s on the 2-core machine), with h2load (nghttp2-client) holding 64 concurrent streams
 # (-c 4 connections x -m 16 streams). The body is one gRPC-framed PredictRequest (grpc_request.py,
 # stubs generated from proto/ with protoc into a temp dir); one call is checked with nghttp for

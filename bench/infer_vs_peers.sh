@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Inference, tfserve's runtime against PyTorch and ONNX Runtime (issue 3, "Benchmarks"): the MLP
+# Inference, tfserve's runtime against PyTorch and ONNX Runtime: the MLP
 # 784-512-256-10, the small CNN and ResNet-50, built in C with the graph API
 # (build/bench/tfserve-infer-bench, bench/infer/), the same seeded weights loaded into PyTorch
 # (Debian's python3-torch, OPENBLAS_NUM_THREADS=1) and, exported from it as ONNX (opset 13), into

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # REST predict throughput of tfserve against two static baselines, measured in the same run
-# (issue 4, "Targets"): wrk -t2 -c64 POSTing {"instances": [1.0, 2.0, 5.0]} (post.lua) to
+# (the serving targets): wrk -t2 -c64 POSTing {"instances": [1.0, 2.0, 5.0]} (post.lua) to
 #   (a) tfserve serving the demo model half_plus_two, --rest_api_num_threads=2;
 #   (b) static_mhd: libmicrohttpd, pool of 2 + epoll, static {"predictions": [2.5, 3.0, 4.5]};
 #   (c) nginx (2 workers) returning the same static body.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of bench/train_vs_pytorch.sh: trains issue 7's Fashion-MNIST MLP or small CNN the
+"""PyTorch side of bench/train_vs_pytorch.sh: trains the Fashion-MNIST MLP or small CNN the
 way examples/fashion_mnist_{mlp,cnn}.ini do in tfserve-train, and prints per-epoch figures.
 
 Same as tfserve-train: the IDX .gz files read here (gzip + numpy), pixels / 255, Glorot uniform
@@ -10,7 +10,7 @@ sqrt(v) while TensorFlow's ApplyAdam adds it before the correction; at eps 1e-7 
 
 Timing: `seconds` covers the training steps of an epoch only (batch gathering, forward,
 backward, optimizer step), not the evaluation on the test set after it. PyTorch's best
-configuration on the 2-core machines (/work/shared/reference/baselines.md): 2 intra-op threads,
+configuration on the 2-core machines (the project's baseline measurements): 2 intra-op threads,
 OPENBLAS_NUM_THREADS=1 (set here before torch loads, unless the caller set it).
 
     /usr/bin/python3 bench/train_pytorch.py --model=mlp --epochs=5 --json=out.json

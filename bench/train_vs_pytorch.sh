@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training benchmark (issue 7, "Targets"): tfserve-train against PyTorch on Fashion-MNIST, the MLP
+# Training benchmark: tfserve-train against PyTorch on Fashion-MNIST, the MLP
 # (examples/fashion_mnist_mlp.ini, 5 epochs) and the small CNN (examples/fashion_mnist_cnn.ini,
 # 2 epochs), same architecture, init scheme, batch, optimizer and seed on both sides. Not a test:
 # not registered with ctest, not run by CI. See bench/README.md.
@@ -170,7 +170,7 @@ import glob, json, os, statistics, sys
 
 out, load_start, load_end, models = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 target_acc = {"mlp": 0.87, "cnn": 0.90}
-# Issue 7's accuracy targets: the MLP must also match PyTorch's in the same run; the CNN must
+# The accuracy targets: the MLP must also match PyTorch's in the same run; the CNN must
 # reach 90 % after 2 epochs (PyTorch's figure is printed beside it, not part of the target).
 must_match_pytorch = {"mlp": True, "cnn": False}
 loads = {}

@@ -15,7 +15,7 @@
  *         tfs_servable_release(s);
  *     }
  *
- * Lifecycle (TensorFlow Serving's, see ../shared/reference/tfserving-api.md §3-5):
+ * Lifecycle (TensorFlow Serving's):
  *  - tfs_loader_new scans every base path once and loads the versions the policy aspires to before
  *    it returns (so a server answers as soon as it listens); a failed load is recorded in that
  *    version's status (state END + error) and the loader still starts. Then, when

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# House rules that a grep can enforce (reference/style.md 3.3, 3.12; DESIGN.md dependencies):
+# House rules that a grep can enforce (the style guide's naming and size rules; the dependencies of docs/architecture.md):
 #  - an `-impl.h` header is included only from its own folder (and from tests/);
 #  - includes follow the dependency direction: runtime <- savedmodel <- loader <- server,
 #    runtime <- batching <- loader (batching/ knows nothing of savedmodel, protobuf or HTTP);

@@ -9,7 +9,7 @@
 # Seeds, copied into a temporary working corpus (the repository is never written to):
 #   tests/fuzz/corpus/DRIVER/   files as they are; *.pbtxt text protos are encoded with protoc first
 #   the demo model that the build writes (saved_model.pb, variables.index)
-#   the TensorFlow fixtures (saved_model.pb, variables.index) from $TFS_FIXTURES or ../shared/fixtures
+#   the TensorFlow fixtures (saved_model.pb, variables.index) from $TFS_FIXTURES (default: the fixtures folder beside the checkout)
 #     when present
 # Environment: JOBS (build parallelism, default 2), TFS_FUZZ_BUILD (build dir, default build-fuzz),
 # TFS_FUZZ_DRIVERS (space-separated drivers to run, default all).

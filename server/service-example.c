@@ -1,4 +1,4 @@
-/* Classify and Regress, protocol-neutral (DESIGN.md server/service): what TF Serving's
+/* Classify and Regress, protocol-neutral: what TF Serving's
  * classifier.cc and regressor.cc do once a front end has turned its request into serialized
  * tf.Examples. Resolve the servable and the signature, check the signature's contract (one input,
  * "classes"/"scores" or "outputs"), feed the batch of serialized Examples as a DT_STRING [N]

@@ -1,4 +1,4 @@
-/* The protocol-neutral service layer (DESIGN.md server/service): what a Predict means once a front
+/* The protocol-neutral service layer: what a Predict means once a front
  * end has decoded its request. It resolves a model spec to a counted servable handle and a
  * signature, checks the request's named inputs against the signature the way TF Serving's
  * predict_util.cc and saved_model/util.cc GetInputValues do (same checks, same order, same texts),

@@ -1,4 +1,4 @@
-/* tfserve-infer-bench: the three models of issue 3's inference benchmark (MLP 784-512-256-10,
+/* tfserve-infer-bench: the three models of the inference benchmark (MLP 784-512-256-10,
  * the small CNN, ResNet-50), built with the runtime's graph-building API (runtime/build.h), with
  * seeded random weights that are also written out as .npy files so that PyTorch and ONNX Runtime
  * run the very same numbers (bench/infer/torch_worker.py, bench/infer/ort_worker.mjs).
