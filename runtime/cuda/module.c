@@ -10,10 +10,11 @@
  * container or tarball put both), then the install tree's library directory relative to it, then
  * the configured install prefix's. The runtime reaches the module only through the one table it
  * exports (tfs_cuda_api), whose ABI version must equal the runtime's: a module from another
- * build is refused, never called. With device auto the CUDA driver (libcuda.so.1) is looked for
- * first, so a CPU-only machine with the module installed still maps no CUDA library; with gpu
- * the module is opened regardless, so the failure names the most specific cause (the module's
- * own loader error, its ABI, then cudaGetDeviceCount's error). */
+ * build is refused, never called. With device auto and the module found where it is installed,
+ * the CUDA driver (libcuda.so.1) is looked for first, so a CPU-only machine with the module
+ * installed still maps no CUDA library; with gpu, or a module TFS_CUDA_MODULE names, the module
+ * is opened regardless, so the failure names the most specific cause (the module's own loader
+ * error, its ABI, then cudaGetDeviceCount's error). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -129,7 +130,7 @@ static enum tfs_code module_open_locked(tfs_status *st)
     tfs_device_opts o;
     tfs__device_settings(&o);
     enum tfs_code rc;
-    if (o.device == TFS_DEVICE_AUTO && (rc = probe_driver(st)) != TFS_OK)
+    if (!(env && *env) && o.device == TFS_DEVICE_AUTO && (rc = probe_driver(st)) != TFS_OK)
         return rc;
     const tfs_cuda_api *api = NULL;
     if ((rc = open_file(paths[found], &api, st)) != TFS_OK)
