@@ -5,6 +5,8 @@
  *                     binary ops (all half_plus_two needs on a device) are host loops; every
  *                     other kernel fails, naming itself. tfserve places nodes on it and serves
  *                     through it exactly as through the real module, on machines without a GPU.
+ *                     While the file TFS_FAKE_GPU_GONE names exists, cudaGetDeviceCount fails
+ *                     as it does when a GPU has fallen off the bus.
  *                     Linked against a library that is not on the loader's path, it is the
  *                     module whose dependency is missing (as the real one without libcudnn).
  *   STUB_ABI          exports the table with another ABI version and nothing behind it.
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/cuda/cuda-impl.h"
 
@@ -53,7 +56,12 @@ static int fail(tfs_cuda_status *cs, const char *what)
 
 static int device_count(int *count, tfs_cuda_status *cs)
 {
-    (void)cs;
+    const char *gone = getenv("TFS_FAKE_GPU_GONE");
+    *count = 0;
+    if (gone && access(gone, F_OK) == 0) {
+        snprintf(cs->msg, sizeof cs->msg, "cudaGetDeviceCount: the fake device is gone");
+        return 1;
+    }
     *count = 1;
     return 0;
 }

@@ -14,6 +14,9 @@ model's definition y = 0.5 x + 2:
   - the fake device module (host memory standing in for a GPU): --device=gpu places the graph's
     Mul and Add on "gpu:0" (the executor line says so), the module is mapped, and the answers
     are the same as on the CPU;
+  - that GPU gone (cudaGetDeviceCount failing) before version 2 appears: with auto version 2
+    loads on the CPU with the reason logged; with gpu its load fails with the reason and
+    version 1 keeps serving;
   - the real module (where the build made one) with --device=auto: on this machine's GPU, or on
     the CPU with the reason (no driver, no GPU) in one line.
 
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -56,18 +60,19 @@ def free_port():
 class Server:
     """tfserve serving half_plus_two on free ports, with the environment given; always stopped."""
 
-    def __init__(self, build, tmp, device, module=None):
+    def __init__(self, build, tmp, device, module=None, base=None, env_extra=None):
         self.rest = free_port()
         env = dict(os.environ)
         env.pop("TFS_CUDA_MODULE", None)
         if module is not None:
             env["TFS_CUDA_MODULE"] = module
+        env.update(env_extra or {})
         self.logpath = os.path.join(tmp, "tfserve-%d.log" % self.rest)
         self.log = open(self.logpath, "w+")
         self.proc = subprocess.Popen(
             [os.path.join(build, "server", "tfserve"), "--port=%d" % free_port(),
              "--rest_api_port=%d" % self.rest, "--model_name=" + MODEL,
-             "--model_base_path=" + os.path.join(build, "models", MODEL),
+             "--model_base_path=" + (base or os.path.join(build, "models", MODEL)),
              "--device=" + device], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def get(self, path):
@@ -78,15 +83,17 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
 
-    def version_status(self):
-        """The version's status once its load has ended (AVAILABLE or END), or None."""
+    def version_status(self, version=None):
+        """The status of `version` (default: the first listed) once its load has ended
+        (AVAILABLE or END), or None."""
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 return None
             try:
                 code, doc = self.get("/v1/models/" + MODEL)
-                vs = doc.get("model_version_status", [])
+                vs = [v for v in doc.get("model_version_status", [])
+                      if version is None or v["version"] == str(version)]
                 if code == 200 and vs and vs[0]["state"] in ("AVAILABLE", "END"):
                     return vs[0]
             except (OSError, ValueError):
@@ -129,16 +136,16 @@ def executor_lines(log):
     return [ln for ln in log.splitlines() if "executor: " in ln]
 
 
-def serves(srv, what):
-    vs = srv.version_status()
+def serves(srv, what, version=None):
+    vs = srv.version_status(version)
     check(vs is not None and vs["state"] == "AVAILABLE", "%s: version AVAILABLE (%s)\n%s"
           % (what, vs, srv.logs()[-2000:]))
     if vs and vs["state"] == "AVAILABLE":
         check(srv.predict(XS) == WANT, "%s: predictions %s" % (what, WANT))
 
 
-def load_fails(srv, needles, what):
-    vs = srv.version_status()
+def load_fails(srv, needles, what, version=None):
+    vs = srv.version_status(version)
     check(vs is not None and vs["state"] == "END", "%s: version END (%s)" % (what, vs))
     if not vs or vs["state"] != "END":
         return
@@ -229,6 +236,33 @@ def main():
         check(os.path.basename(a.fake) in srv.maps(), "gpu, fake device: the module is mapped")
     finally:
         srv.stop()
+
+    # The GPU falls off the bus after version 1 loaded on it: version 2's load finds no device.
+    # auto loads it on the CPU, saying why; gpu fails it and version 1 keeps serving.
+    for device in ("auto", "gpu"):
+        base = os.path.join(tmp, "base-" + device)
+        gone = os.path.join(tmp, "gone-" + device)
+        shutil.copytree(os.path.join(a.build, "models", MODEL, "1"), os.path.join(base, "1"))
+        srv = Server(a.build, tmp, device, module=a.fake, base=base,
+                     env_extra={"TFS_FAKE_GPU_GONE": gone})
+        what = "%s, the GPU gone before version 2" % device
+        try:
+            serves(srv, what + ": version 1", version=1)
+            open(gone, "w").close()
+            shutil.copytree(os.path.join(base, "1"), os.path.join(tmp, "v2-" + device))
+            os.rename(os.path.join(tmp, "v2-" + device), os.path.join(base, "2"))
+            reason = "no GPU: cudaGetDeviceCount: the fake device is gone"
+            if device == "auto":
+                serves(srv, what + ": version 2", version=2)
+                lines = executor_lines(srv.logs())
+                check(lines and re.search(r"executor: gpu:0 ", lines[0])
+                      and "executor: cpu (device auto): " + reason in lines[-1],
+                      what + ": version 1 on gpu:0, version 2 on the CPU: %s" % lines)
+            else:
+                load_fails(srv, ["device gpu:0: " + reason], what + ": version 2", version=2)
+                serves(srv, what + ": version 1 still", version=1)
+        finally:
+            srv.stop()
 
     if os.path.exists(real):
         srv = Server(a.build, tmp, "auto")
