@@ -109,8 +109,11 @@ class Server:
             return json.loads(r.read())["predictions"]
 
     def maps(self):
-        with open("/proc/%d/maps" % self.proc.pid) as f:
-            return f.read()
+        try:
+            with open("/proc/%d/maps" % self.proc.pid) as f:
+                return f.read()
+        except OSError:   # exited: a check before this one says so
+            return ""
 
     def logs(self):
         self.log.flush()
@@ -166,6 +169,8 @@ def main():
     ap.add_argument("--abi", required=True)
     ap.add_argument("--needs", required=True)
     a = ap.parse_args()
+    for k in ("build", "fake", "abi", "needs"):   # tfserve wants an absolute base path
+        setattr(a, k, os.path.abspath(getattr(a, k)))
     tfserve = os.path.join(a.build, "server", "tfserve")
     real = os.path.join(a.build, "server", "libtfserve-cuda.so")
     for path in (tfserve, a.fake, a.abi, a.needs, os.path.join(a.build, "models", MODEL)):
@@ -173,7 +178,15 @@ def main():
             print("cuda_module_test: %s is missing (build first)" % path)
             return 1
     tmp = tempfile.mkdtemp(prefix="tfs-cuda-module-")
+    try:
+        checks(a, tfserve, real, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (passes, len(failures)))
+    return 1 if failures else 0
 
+
+def checks(a, tfserve, real, tmp):
     ldd = subprocess.run(["ldd", tfserve], capture_output=True, text=True).stdout
     check(ldd and not CUDA_LIBS.search(ldd), "ldd tfserve shows no CUDA library:\n" + ldd)
     if os.path.exists(real):
@@ -275,9 +288,6 @@ def main():
                   "auto, the real module: one executor line: %s" % lines)
         finally:
             srv.stop()
-
-    print("%d passed, %d failed" % (passes, len(failures)))
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
