@@ -5,19 +5,20 @@
 include(GNUInstallDirs)
 
 # Installed names say whose libraries they are; tfs-proto (the generated protobuf code the loader
-# links) and the CUDA device code go along as archives of their own because static archives do
-# not carry their dependencies.
+# links) goes along as an archive of its own because static archives do not carry their
+# dependencies.
 set_target_properties(tfs-runtime PROPERTIES OUTPUT_NAME tfserve-runtime)
 set_target_properties(tfs-savedmodel PROPERTIES OUTPUT_NAME tfserve-savedmodel)
 set_target_properties(tfs-proto PROPERTIES OUTPUT_NAME tfserve-proto)
 set(_tfs_install_libs tfs-runtime tfs-savedmodel tfs-proto)
-if(TFS_HAVE_CUDA)
-  set_target_properties(tfs-backend-cuda PROPERTIES OUTPUT_NAME tfserve-backend-cuda)
-  list(APPEND _tfs_install_libs tfs-backend-cuda)
-endif()
 
 install(TARGETS tfserve tfserve-train tfserve-inspect RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${_tfs_install_libs} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The CUDA module, opened at run time by tfserve and by programs linking the runtime (it looks
+# beside the executable, in ../lib from it, then in this directory; runtime/cuda/module.c).
+if(TFS_HAVE_CUDA)
+  install(TARGETS tfserve-cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 # What a program needs to load a SavedModel and run a signature: savedmodel.h and the runtime
 # headers its umbrella runtime/runtime.h includes. Never the -impl.h headers. Includes stay rooted
@@ -33,16 +34,11 @@ install(FILES
 install(FILES ${PROJECT_SOURCE_DIR}/savedmodel/savedmodel.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/savedmodel)
 
-# The CUDA executor's archive and the CUDA libraries it calls. The runtime's archive comes again
-# after it: the device code calls the runtime's allocator.
+# With the CUDA executor the runtime opens its module with dlopen (libdl before glibc 2.34); it
+# links no CUDA library.
 set(TFS_PC_CUDA_LIBS "")
 if(TFS_HAVE_CUDA)
-  get_filename_component(_cudnn_dir ${CUDNN_LIBRARY} DIRECTORY)
-  set(TFS_PC_CUDA_LIBS "-ltfserve-backend-cuda -ltfserve-runtime -L${CUDAToolkit_LIBRARY_DIR}")
-  if(NOT _cudnn_dir STREQUAL CUDAToolkit_LIBRARY_DIR)
-    string(APPEND TFS_PC_CUDA_LIBS " -L${_cudnn_dir}")
-  endif()
-  string(APPEND TFS_PC_CUDA_LIBS " -lcudart -lcublas -lcudnn -lstdc++")
+  set(TFS_PC_CUDA_LIBS "-ldl")
 endif()
 
 # The prefix is the one `cmake --install --prefix` installs to, known only at install time: the

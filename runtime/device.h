@@ -1,5 +1,6 @@
 /* Devices: where sessions run their kernels. The CPU always; a CUDA GPU when tfserve was built
- * with CUDA (TFS_USE_CUDA), a GPU is present and the session asks for one.
+ * with CUDA (TFS_USE_CUDA), the CUDA module libtfserve-cuda.so can be opened (runtime/cuda/
+ * module.c: only once a session asks for a GPU), a GPU is present and the session asks for one.
  *
  *     tfs_device_opts d = tfs_device_opts_default();
  *     tfs_device_parse("auto", &d.device, &d.gpu_id, &st);     // "cpu", "gpu", "gpu:1"
@@ -60,9 +61,11 @@ enum tfs_code tfs_runtime_set_device(const tfs_device_opts *o, tfs_status *st);
 enum tfs_code tfs_device_parse(const char *text, enum tfs_device *device, int *gpu_id,
                                tfs_status *st);
 
-/* Number of usable GPUs. 0 when there are none, with the reason in `why` (n bytes, may be 0):
- * "no GPU: cudaGetDeviceCount: CUDA driver version is insufficient ..." or "no GPU: tfserve was
- * built without CUDA". Never touches a device's memory. */
+/* Number of usable GPUs (opens the CUDA module when it is not open yet). 0 when there are none,
+ * with the reason in `why` (n bytes, may be 0): "no GPU: cudaGetDeviceCount: CUDA driver version
+ * is insufficient ...", "no GPU: no CUDA module: ...", "no GPU: CUDA module PATH: <the loader's
+ * message>", "no GPU: CUDA module PATH has ABI version ...", "no GPU: no CUDA driver: ..." (device
+ * auto) or "no GPU: tfserve was built without CUDA". Never touches a device's memory. */
 int tfs_runtime_gpu_count(char *why, size_t n);
 
 /* Whether TFS_DEVICE_SERVING sessions may put nodes on a GPU: the device setting is not CPU and

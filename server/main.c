@@ -136,8 +136,9 @@ static int validate_flags(tfs_server_flags *f, const char *argv0)
     return usage ? usage_error(argv0, st.msg) : start_error(&st);
 }
 
-/* The device every model's sessions use (runtime/device.h). A GPU reserves its memory pool when
- * the first model that runs on it loads. */
+/* The device every model's sessions use (runtime/device.h). Nothing is probed here: the CUDA
+ * module is opened, and a GPU reserves its memory pool, when the first model that may run on it
+ * loads, which logs the executor it chose and why (so --device=cpu never opens the module). */
 static enum tfs_code setup_device(const tfs_server_flags *f, tfs_status *st)
 {
     tfs_device_opts dev = tfs_device_opts_default();
@@ -154,16 +155,6 @@ static enum tfs_code setup_device(const tfs_server_flags *f, tfs_status *st)
         tfs_status_prefix(st, "--device=%s --per_process_gpu_memory_fraction=%s", f->device,
                           frac);
         return st->code;
-    }
-    if (dev.device != TFS_DEVICE_CPU) {
-        char why[256] = "";
-        int  n = tfs_runtime_gpu_count(why, sizeof why);
-        if (n > 0)
-            TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %d GPU%s present", f->device, n,
-                         n == 1 ? "" : "s");
-        else
-            TFS_LOG_INFO(LOG_MODULE, "device: --device=%s; %s%s", f->device, why,
-                         dev.device == TFS_DEVICE_AUTO ? ": models run on the CPU" : "");
     }
     return TFS_OK;
 }

@@ -133,12 +133,12 @@ static enum tfs_code copy_in(tfs_gpu_exec *x, void *d_dst, const void *src, size
     if (n == 0)
         return TFS_OK;
     if (n > x->staging_bytes) {   /* pageable: CUDA stages it itself, synchronously */
-        if (tfs__cuda_copy_h2d(x->stream, d_dst, src, n, &cs))
+        if (tfs__cuda->copy_h2d(x->stream, d_dst, src, n, &cs))
             return cuda_err(x, "copy to device", &cs, st);
         return TFS_OK;
     }
     if (n > x->staging_bytes - x->staging_used) {   /* rewind once earlier copies are done */
-        if (tfs__cuda_sync(x->stream, &cs))
+        if (tfs__cuda->sync(x->stream, &cs))
             return cuda_err(x, "copy to device", &cs, st);
         x->staging_used = 0;
     }
@@ -147,7 +147,7 @@ static enum tfs_code copy_in(tfs_gpu_exec *x, void *d_dst, const void *src, size
     x->staging_used += (n + 255) & ~(size_t)255;
     if (x->staging_used > x->staging_bytes)
         x->staging_used = x->staging_bytes;
-    if (tfs__cuda_copy_h2d(x->stream, d_dst, stage, n, &cs))
+    if (tfs__cuda->copy_h2d(x->stream, d_dst, stage, n, &cs))
         return cuda_err(x, "copy to device", &cs, st);
     return TFS_OK;
 }
@@ -184,7 +184,7 @@ static enum tfs_code upload_const(tfs_gpu_exec *x, tfs_tensor *t, tfs_tensor **o
     if ((rc = copy_in(x, p, t->data, t->nbytes, st)) != TFS_OK)
         goto fail;
     /* Complete before other executors' streams may read it. */
-    if (tfs__cuda_sync(x->stream, &cs)) {
+    if (tfs__cuda->sync(x->stream, &cs)) {
         rc = cuda_err(x, "copy a constant to the device", &cs, st);
         goto fail;
     }
@@ -252,19 +252,19 @@ static enum tfs_code gpu_download(tfs_backend *b, void *exec, const tfs_tensor *
     if (rc != TFS_OK)
         return rc;
     if (t->nbytes > x->staging_bytes) {
-        if (tfs__cuda_copy_d2h(x->stream, h->data, t->data, t->nbytes, &cs) ||
-            tfs__cuda_sync(x->stream, &cs))
+        if (tfs__cuda->copy_d2h(x->stream, h->data, t->data, t->nbytes, &cs) ||
+            tfs__cuda->sync(x->stream, &cs))
             goto fail;
     } else if (t->nbytes) {
         /* Staging past earlier uploads of this run, which may still be in flight. */
         if (t->nbytes > x->staging_bytes - x->staging_used) {
-            if (tfs__cuda_sync(x->stream, &cs))
+            if (tfs__cuda->sync(x->stream, &cs))
                 goto fail;
             x->staging_used = 0;
         }
         char *stage = (char *)x->staging + x->staging_used;
-        if (tfs__cuda_copy_d2h(x->stream, stage, t->data, t->nbytes, &cs) ||
-            tfs__cuda_sync(x->stream, &cs))
+        if (tfs__cuda->copy_d2h(x->stream, stage, t->data, t->nbytes, &cs) ||
+            tfs__cuda->sync(x->stream, &cs))
             goto fail;
         memcpy(h->data, stage, t->nbytes);
         x->staging_used = 0;   /* the stream is idle now */
@@ -294,7 +294,7 @@ static enum tfs_code gpu_exec_begin(tfs_backend *b, void **exec, tfs_status *st)
     x->last_node = NULL;
     x->staging_used = 0;
     tfs_cuda_status cs;
-    if (tfs__cuda_stream_begin(x->stream, &cs)) {
+    if (tfs__cuda->stream_begin(x->stream, &cs)) {
         pthread_mutex_lock(&d->mu);
         x->next = d->idle;
         d->idle = x;
@@ -314,7 +314,7 @@ static enum tfs_code gpu_exec_end(tfs_backend *b, void *exec, enum tfs_code run_
     tfs_gpu_exec *x = exec;
     enum tfs_code rc = run_rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_sync(x->stream, &cs) && run_rc == TFS_OK) {
+    if (tfs__cuda->sync(x->stream, &cs) && run_rc == TFS_OK) {
         if (x->last_node)
             rc = TFS_ERR(st, TFS_INTERNAL, "node '%s' (%s) or a GPU node before it, on %s: %s",
                          x->last_node->name, x->last_node->op_type, d->name, cs.msg);
@@ -376,7 +376,13 @@ int tfs__cuda_gpu_count(char *why, size_t n)
 {
     int count = 0;
     tfs_cuda_status cs;
-    if (tfs__cuda_device_count(&count, &cs)) {
+    tfs_status st;
+    if (tfs__cuda_module_open(&st) != TFS_OK) {
+        if (why && n)
+            snprintf(why, n, "no GPU: %s", st.msg);
+        return 0;
+    }
+    if (tfs__cuda->device_count(&count, &cs)) {
         if (why && n)
             snprintf(why, n, "no GPU: %s", cs.msg);
         return 0;
@@ -393,12 +399,12 @@ static void dev_free(tfs_gpu_dev *d)
         return;
     for (int i = 0; d->execs && i < d->n_exec; i++) {
         tfs_gpu_exec *x = &d->execs[i];
-        tfs__cuda_stream_free(x->stream);
-        tfs__cuda_host_free(d->id, x->staging);
+        tfs__cuda->stream_free(x->stream);
+        tfs__cuda->host_free(d->id, x->staging);
     }
     tfs_free(d->execs);
     tfs__gpu_pool_destroy(&d->pool);
-    tfs__cuda_free(d->id, d->d_base);
+    tfs__cuda->free(d->id, d->d_base);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->const_mu);
@@ -419,7 +425,7 @@ static enum tfs_code dev_open(int id, const tfs_device_opts *o, tfs_gpu_dev **ou
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     pthread_mutex_init(&d->const_mu, NULL);
-    if (tfs__cuda_device_info(id, &d->info, &cs)) {
+    if (tfs__cuda->device_info(id, &d->info, &cs)) {
         rc = TFS_ERR(st, TFS_FAILED_PRECONDITION, "gpu:%d: %s", id, cs.msg);
         goto fail;
     }
@@ -435,7 +441,7 @@ static enum tfs_code dev_open(int id, const tfs_device_opts *o, tfs_gpu_dev **ou
                      n_exec);
         goto fail;
     }
-    if (tfs__cuda_malloc(id, bytes, &d->d_base, &cs)) {
+    if (tfs__cuda->malloc(id, bytes, &d->d_base, &cs)) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "gpu:%d: reserving %zu bytes: %s", id, bytes,
                      cs.msg);
         goto fail;
@@ -452,8 +458,8 @@ static enum tfs_code dev_open(int id, const tfs_device_opts *o, tfs_gpu_dev **ou
         d->n_exec = i + 1;
         x->ws_bytes = ws;
         x->d_ws = tfs__gpu_pool_alloc(&d->pool, ws, NULL);
-        if (tfs__cuda_host_alloc(id, STAGING_BYTES, &x->staging, &cs) ||
-            tfs__cuda_stream_new(id, o->allow_tf32, x->d_ws, x->ws_bytes, &x->stream, &cs)) {
+        if (tfs__cuda->host_alloc(id, STAGING_BYTES, &x->staging, &cs) ||
+            tfs__cuda->stream_new(id, o->allow_tf32, x->d_ws, x->ws_bytes, &x->stream, &cs)) {
             rc = TFS_ERR(st, TFS_FAILED_PRECONDITION, "gpu:%d: creating executor %d: %s", id,
                          i, cs.msg);
             goto fail;

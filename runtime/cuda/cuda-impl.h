@@ -1,5 +1,8 @@
 /* The CUDA executor's device layer: the extern "C" entry points of the .cu files of runtime/cuda/, called by
- * the CUDA backend (runtime/cuda/backend.c) and nothing else. Plain C types only, so the .cu
+ * the CUDA backend (runtime/cuda/backend.c, ops.c) and nothing else. They are built into the
+ * module libtfserve-cuda.so, which the runtime opens at run time (module.c) and calls only
+ * through the table tfs_cuda_api at the end of this header: the runtime links no CUDA
+ * library. Plain C types only, so the .cu
  * files need none of the runtime's headers (which use C11 atomics nvcc's C++ cannot read).
  *
  * Every fallible call returns 0 on success and non-zero on failure, with a message in *cs that
@@ -162,6 +165,60 @@ int tfs__cuda_conv2d(tfs_cuda_stream *s, const tfs_cuda_window *g, const float *
  * only, and TensorFlow's SAME puts the odd pixel at the bottom/right. */
 int tfs__cuda_pool(tfs_cuda_stream *s, bool max, const tfs_cuda_window *g, const float *d_x,
                    float *d_y, tfs_cuda_status *cs);
+
+/* ---- the module's table (module.cu; opened by module.c) --------------------------------------- */
+
+/* The one symbol the module exports: a const tfs_cuda_api named TFS_CUDA_MODULE_SYMBOL. The
+ * runtime refuses a module whose abi_version differs from its own: bump TFS_CUDA_ABI_VERSION
+ * whenever this table, a signature above or a type they pass (tfs_cuda_window, the enums,
+ * tfs_cuda_device_info, tfs_cuda_status) changes. abi_version stays the first member in every
+ * version, so any module's version can be read. */
+#define TFS_CUDA_ABI_VERSION 1
+#define TFS_CUDA_MODULE_SYMBOL "tfs_cuda_module"
+#define TFS_CUDA_MODULE_FILE "libtfserve-cuda.so"
+
+typedef struct tfs_cuda_api {
+    int    abi_version;   /* TFS_CUDA_ABI_VERSION */
+    size_t size;          /* sizeof(tfs_cuda_api) */
+    int  (*device_count)(int *count, tfs_cuda_status *cs);
+    int  (*device_info)(int dev, tfs_cuda_device_info *out, tfs_cuda_status *cs);
+    int  (*malloc)(int dev, size_t n, void **d_out, tfs_cuda_status *cs);
+    void (*free)(int dev, void *d_p);
+    int  (*host_alloc)(int dev, size_t n, void **out, tfs_cuda_status *cs);
+    void (*host_free)(int dev, void *p);
+    int  (*stream_new)(int dev, bool allow_tf32, void *d_workspace, size_t ws_bytes,
+                       tfs_cuda_stream **out, tfs_cuda_status *cs);
+    void (*stream_free)(tfs_cuda_stream *s);
+    int  (*stream_begin)(tfs_cuda_stream *s, tfs_cuda_status *cs);
+    int  (*sync)(tfs_cuda_stream *s, tfs_cuda_status *cs);
+    int  (*copy_h2d)(tfs_cuda_stream *s, void *d_dst, const void *src, size_t n,
+                     tfs_cuda_status *cs);
+    int  (*copy_d2h)(tfs_cuda_stream *s, void *dst, const void *d_src, size_t n,
+                     tfs_cuda_status *cs);
+    int  (*copy_d2d)(tfs_cuda_stream *s, void *d_dst, const void *d_src, size_t n,
+                     tfs_cuda_status *cs);
+    int  (*memset)(tfs_cuda_stream *s, void *d_dst, int byte, size_t n, tfs_cuda_status *cs);
+    int  (*sgemm)(tfs_cuda_stream *s, bool ta, bool tb, int m, int n, int k, const float *d_a,
+                  const float *d_b, float *d_c, tfs_cuda_status *cs);
+    int  (*bias_act)(tfs_cuda_stream *s, const float *d_x, const float *d_bias, float *d_y,
+                     int64_t n, int64_t c, enum tfs_cuda_act act, float alpha,
+                     tfs_cuda_status *cs);
+    int  (*binary)(tfs_cuda_stream *s, enum tfs_cuda_binop op, int rank, const int64_t *dims,
+                   const int64_t *a_strides, const int64_t *b_strides, const float *d_a,
+                   const float *d_b, float *d_y, int64_t n, tfs_cuda_status *cs);
+    int  (*batch_norm)(tfs_cuda_stream *s, const float *d_x, const float *d_scale,
+                       const float *d_offset, const float *d_mean, const float *d_var, float eps,
+                       float *d_y, int64_t n, int64_t c, float *d_fac, tfs_cuda_status *cs);
+    int  (*reduce)(tfs_cuda_stream *s, enum tfs_cuda_reduce op, int rank, const int64_t *dims,
+                   const bool *red, const float *d_x, float *d_y, tfs_cuda_status *cs);
+    int  (*softmax)(tfs_cuda_stream *s, const float *d_x, float *d_y, int rows, int cols,
+                    tfs_cuda_status *cs);
+    size_t (*conv2d_scratch)(const tfs_cuda_window *g);
+    int  (*conv2d)(tfs_cuda_stream *s, const tfs_cuda_window *g, const float *d_x,
+                   const float *d_filter, float *d_y, void *d_scratch, tfs_cuda_status *cs);
+    int  (*pool)(tfs_cuda_stream *s, bool max, const tfs_cuda_window *g, const float *d_x,
+                 float *d_y, tfs_cuda_status *cs);
+} tfs_cuda_api;
 
 #ifdef __cplusplus
 }

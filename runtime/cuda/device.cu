@@ -4,6 +4,7 @@
  *
  * Any error from device detection means "no GPU" to the caller: a machine without a driver
  * answers cudaErrorInsufficientDriver, one with a driver and no device cudaErrorNoDevice. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cuda/stream-impl.h"
@@ -81,7 +82,9 @@ extern "C" int tfs__cuda_stream_new(int dev, bool allow_tf32, void *d_workspace,
     *out = NULL;
     int rc = 0;
     cublasStatus_t bs;
-    tfs_cuda_stream *s = (tfs_cuda_stream *)tfs_calloc(1, sizeof *s);
+    /* The C library's heap: the module links no part of the runtime, whose allocator it would
+     * otherwise call (the stream is the module's own, made and freed here). */
+    tfs_cuda_stream *s = (tfs_cuda_stream *)calloc(1, sizeof *s);
     if (!s) {
         snprintf(cs->msg, sizeof cs->msg, "out of host memory creating a CUDA stream");
         return 1;
@@ -148,7 +151,7 @@ extern "C" void tfs__cuda_stream_free(tfs_cuda_stream *s)
         if (s->stream)
             (void)cudaStreamDestroy(s->stream);
     }
-    tfs_free(s);
+    free(s);
 }
 
 extern "C" int tfs__cuda_stream_begin(tfs_cuda_stream *s, tfs_cuda_status *cs)

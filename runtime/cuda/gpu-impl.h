@@ -9,6 +9,19 @@
 #include "runtime/backend-impl.h"
 #include "runtime/cuda/cuda-impl.h"
 
+/* ---- the module (module.c) -------------------------------------------------------------------- */
+
+/* The open module's table; NULL until tfs__cuda_module_open succeeds, then never changes (the
+ * module is never closed). Every call into the device layer goes through it. */
+extern const tfs_cuda_api *tfs__cuda;
+
+/* Opens libtfserve-cuda.so once (thread-safe; a failure is not remembered, so a later model load
+ * tries again). FAILED_PRECONDITION with the reason: no module where it is looked for, the
+ * loader's message (a CUDA library it needs is missing), a module of another ABI version, or,
+ * when the process's device is auto and TFS_CUDA_MODULE is unset, no CUDA driver (checked before
+ * the module is opened, so a machine without one never maps the CUDA libraries). */
+enum tfs_code tfs__cuda_module_open(tfs_status *st);
+
 /* ---- memory pool (pool.c) --------------------------------------------------------------------- */
 
 struct pool_block;

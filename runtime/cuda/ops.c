@@ -109,11 +109,11 @@ static enum tfs_code matmul(tfs_kernel_ctx *k, const float *bias, int64_t bias_n
     if ((rc = output(k, 0, 2, dims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_sgemm(stream_of(k), ta, tb, (int)m, (int)nn, (int)ka, a->data, b->data,
+    if (tfs__cuda->sgemm(stream_of(k), ta, tb, (int)m, (int)nn, (int)ka, a->data, b->data,
                         out->data, &cs))
         return tfs__gpu_fail(k, &cs, st);
     if ((bias || act != TFS_CUDA_ACT_NONE) &&
-        tfs__cuda_bias_act(stream_of(k), out->data, bias, out->data, out->nelem, nn, act,
+        tfs__cuda->bias_act(stream_of(k), out->data, bias, out->data, out->nelem, nn, act,
                            leaky_alpha(n), &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
@@ -158,7 +158,7 @@ static enum tfs_code unary_act(tfs_kernel_ctx *k, enum tfs_cuda_act act, tfs_sta
     if ((rc = output(k, 0, x->rank, x->dims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_bias_act(stream_of(k), x->data, NULL, out->data, x->nelem, 1, act, 0.0f, &cs))
+    if (tfs__cuda->bias_act(stream_of(k), x->data, NULL, out->data, x->nelem, 1, act, 0.0f, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
 }
@@ -209,7 +209,7 @@ static enum tfs_code gk_bias_add(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = output(k, 0, x->rank, x->dims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_bias_act(stream_of(k), x->data, bias->data, out->data, x->nelem, c,
+    if (tfs__cuda->bias_act(stream_of(k), x->data, bias->data, out->data, x->nelem, c,
                            TFS_CUDA_ACT_NONE, 0.0f, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
@@ -227,7 +227,7 @@ static enum tfs_code binary(tfs_kernel_ctx *k, enum tfs_cuda_binop op, tfs_statu
     if ((rc = output(k, 0, bc.out_rank, bc.out_dims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_binary(stream_of(k), op, bc.rank, bc.dims, bc.sa, bc.sb, k->in[0]->data,
+    if (tfs__cuda->binary(stream_of(k), op, bc.rank, bc.dims, bc.sa, bc.sb, k->in[0]->data,
                          k->in[1]->data, out->data, out->nelem, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
@@ -276,7 +276,7 @@ static enum tfs_code gk_softmax(tfs_kernel_ctx *k, tfs_status *st)
     if ((rc = output(k, 0, x->rank, x->dims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_softmax(stream_of(k), x->data, out->data, (int)rows, (int)cols, &cs))
+    if (tfs__cuda->softmax(stream_of(k), x->data, out->data, (int)rows, (int)cols, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
 }
@@ -301,7 +301,7 @@ static enum tfs_code reduce(tfs_kernel_ctx *k, enum tfs_cuda_reduce op, tfs_stat
     if ((rc = output(k, 0, orank, odims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_reduce(stream_of(k), op, x->rank, x->dims, red, x->data, out->data, &cs))
+    if (tfs__cuda->reduce(stream_of(k), op, x->rank, x->dims, red, x->data, out->data, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
 }
@@ -350,16 +350,16 @@ static enum tfs_code gk_fused_batch_norm(tfs_kernel_ctx *k, tfs_status *st)
     void *fac;
     if ((rc = tfs__gpu_scratch(k->exec, (size_t)c * sizeof(float), &fac, st)) != TFS_OK)
         return rc;
-    if (tfs__cuda_batch_norm(stream_of(k), x->data, k->in[1]->data, k->in[2]->data,
+    if (tfs__cuda->batch_norm(stream_of(k), x->data, k->in[1]->data, k->in[2]->data,
                              k->in[3]->data, k->in[4]->data, eps, y->data, x->nelem, c, fac, &cs))
         return tfs__gpu_fail(k, &cs, st);
     /* batch_mean and batch_variance are the inputs (inference); reserve spaces are zeros. */
     for (int j = 1; j < k->n_out && j < 6; j++) {
         if ((rc = output(k, j, j == 5 ? 0 : 1, cdims, &o, st)) != TFS_OK)
             return rc;
-        int r = j <= 2 ? tfs__cuda_copy_d2d(stream_of(k), o->data, k->in[j + 2]->data,
+        int r = j <= 2 ? tfs__cuda->copy_d2d(stream_of(k), o->data, k->in[j + 2]->data,
                                             o->nbytes, &cs)
-                       : tfs__cuda_memset(stream_of(k), o->data, 0, o->nbytes, &cs);
+                       : tfs__cuda->memset(stream_of(k), o->data, 0, o->nbytes, &cs);
         if (r)
             return tfs__gpu_fail(k, &cs, st);
     }
@@ -437,13 +437,13 @@ static enum tfs_code conv2d(tfs_kernel_ctx *k, const float *bias, int64_t bias_n
     if ((rc = output(k, 0, 4, odims, &out, st)) != TFS_OK)
         return rc;
     void *scratch;
-    if ((rc = tfs__gpu_scratch(k->exec, tfs__cuda_conv2d_scratch(&w), &scratch, st)) != TFS_OK)
+    if ((rc = tfs__gpu_scratch(k->exec, tfs__cuda->conv2d_scratch(&w), &scratch, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_conv2d(stream_of(k), &w, in->data, f->data, out->data, scratch, &cs))
+    if (tfs__cuda->conv2d(stream_of(k), &w, in->data, f->data, out->data, scratch, &cs))
         return tfs__gpu_fail(k, &cs, st);
     if ((bias || act != TFS_CUDA_ACT_NONE) &&
-        tfs__cuda_bias_act(stream_of(k), out->data, bias, out->data, out->nelem, out_c, act,
+        tfs__cuda->bias_act(stream_of(k), out->data, bias, out->data, out->nelem, out_c, act,
                            leaky_alpha(n), &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
@@ -491,7 +491,7 @@ static enum tfs_code pool(tfs_kernel_ctx *k, bool is_max, tfs_status *st)
     if ((rc = output(k, 0, 4, odims, &out, st)) != TFS_OK)
         return rc;
     tfs_cuda_status cs;
-    if (tfs__cuda_pool(stream_of(k), is_max, &w, k->in[0]->data, out->data, &cs))
+    if (tfs__cuda->pool(stream_of(k), is_max, &w, k->in[0]->data, out->data, &cs))
         return tfs__gpu_fail(k, &cs, st);
     return TFS_OK;
 }

@@ -12,10 +12,6 @@
 
 #include "runtime/cuda/cuda-impl.h"
 
-extern "C" {
-#include "runtime/alloc.h"
-}
-
 /* A convolution algorithm chosen for one geometry (nn.cu), so the choice is made once per shape
  * and stream rather than once per call. Entries are replaced round-robin, so the cache must hold
  * a model's whole set: ResNet-50 has over 16 geometries a batch size, and with 16 entries every

@@ -18,8 +18,9 @@
  * pool (CUDA builds, no device needed): the device memory pool's allocator on a fake base
  *   address, the placement rules (tfs__gpu_supports_op), and the GPU kernels' argument checks,
  *   which run before anything touches the device and answer as the CPU kernels do.
- * no_gpu (without a GPU): the reason reads "no GPU: cudaGetDeviceCount: <error text>", a session
- *   asking for gpu:0 fails with FAILED_PRECONDITION, and auto runs on the CPU. */
+ * no_gpu (without a GPU): the reason reads "no GPU: cudaGetDeviceCount: <error text>" (the CUDA
+ *   module opened: ctest names it in TFS_CUDA_MODULE), a session asking for gpu:0 fails with
+ *   FAILED_PRECONDITION, and auto runs on the CPU. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
