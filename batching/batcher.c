@@ -5,8 +5,10 @@
  * outside it. A queue keeps its waiting batches in creation order. A task lives in one batch as one
  * piece, or, split, as several pieces in consecutive batches. A batch is "open" while it can take
  * more rows; it closes when full or when a task that does not fit starts a new batch of its shape.
- * A batch thread takes the first ready batch (closed, or its first task waited batch_timeout,
- * or the queue is closing), round-robin over queues; taking it moves its pieces from QUEUED to
+ * A batch thread takes the first ready batch, round-robin over queues: with the adaptive scheduler
+ * any batch, since the thread asking is free (a batch grows only while every thread is busy, and is
+ * taken whole when one frees); with the fixed one a batch that is closed, whose first task waited
+ * batch_timeout, or whose queue is closing. Taking it moves its pieces from QUEUED to
  * RUNNING (pieces past their deadline, or of a task that already failed, are completed instead),
  * so a cancel never races with a run. When the last piece of a task completes the task is finished:
  * its done callback runs once, outside the lock, and the batcher's reference is dropped.
@@ -256,6 +258,9 @@ static int64_t padded_size(const tfs_batch_queue *q, int64_t rows)
 static bool batch_ready(const tfs_batcher *bt, const tfs__batch *b, int64_t now, int64_t *wake)
 {
     const tfs_batch_queue *q = b->q;
+    /* Only a free thread asks: waiting for the batch to fill would leave it idle. */
+    if (bt->adaptive)
+        return true;
     if (b->closed || q->closing || bt->stopping || now - b->start_ns >= q->timeout_ns)
         return true;
     if (b->start_ns + q->timeout_ns < *wake)

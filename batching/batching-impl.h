@@ -88,6 +88,7 @@ struct tfs_batcher {
     pthread_cond_t   work, idle;
     pthread_t       *threads;
     int              n_threads;
+    bool             adaptive;     /* TFS_BATCH_SCHEDULER_ADAPTIVE */
     bool             stopping;
     tfs_batch_queue *queues, *rr;
 };

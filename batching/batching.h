@@ -29,10 +29,16 @@
  *
  * Batch formation (TF Serving's SharedBatchScheduler + BatchingSession):
  *  - A batch closes when it holds `capacity` rows (max_batch_size; max_execution_batch_size when
- *    enable_large_batch_splitting) or when its first task has waited batch_timeout_micros (0:
- *    run as soon as a batch thread is free). A task that does not fit the open batch closes it
- *    and starts a new one; a queue refuses a task with UNAVAILABLE when it would need more than
+ *    enable_large_batch_splitting). A task that does not fit the open batch closes it and starts a
+ *    new one; a queue refuses a task with UNAVAILABLE when it would need more than
  *    max_enqueued_batches batches waiting (batches already running do not count).
+ *  - When a batch that is not closed runs depends on the batcher's scheduler. ADAPTIVE (the
+ *    default): a batch thread that is free takes it at once, with whatever it holds, so a request
+ *    on an idle server never waits for a timer; tasks gather into batches only while every batch
+ *    thread is busy, and then each batch runs as soon as a thread frees, its wait bounded by the
+ *    batches ahead of it rather than by batch_timeout_micros. FIXED (TF Serving's
+ *    SharedBatchScheduler): it runs once its first task has waited batch_timeout_micros (0: as
+ *    soon as a batch thread is free), even while threads are idle.
  *  - Tasks are batched together only when they have the same input names, dtypes, ranks and
  *    non-batch dims. With pad_variable_length_inputs the non-batch dims may differ: each
  *    task's rows are padded to the batch's largest dims with the first element of that task's
@@ -77,14 +83,23 @@ typedef struct tfs_batch_task  tfs_batch_task;
 
 /* ---- batcher: the batch threads ------------------------------------------------------------- */
 
+/* When a batch that is not full runs (see "Batch formation" above). */
+enum tfs_batch_scheduler {
+    TFS_BATCH_SCHEDULER_ADAPTIVE = 0,   /* a free batch thread takes it at once */
+    TFS_BATCH_SCHEDULER_FIXED    = 1,   /* TF Serving's: after batch_timeout_micros */
+    TFS_BATCH_SCHEDULER_COUNT
+};
+
 typedef struct tfs_batcher_opts {
-    int num_batch_threads;   /* >= 1; 0 = the number of online CPUs (TF's default) */
+    int                      num_batch_threads;   /* >= 1; 0 = the number of online CPUs (TF's
+                                                   * default) */
+    enum tfs_batch_scheduler scheduler;           /* default ADAPTIVE */
 } tfs_batcher_opts;
 
 tfs_batcher_opts tfs_batcher_opts_default(void);
 
-/* Starts the batch threads. INVALID_ARGUMENT for a negative thread count (or more than 1024),
- * RESOURCE_EXHAUSTED / INTERNAL when memory or threads cannot be had. Caller owns the result. */
+/* Starts the batch threads. INVALID_ARGUMENT for a negative thread count (or more than 1024) or an
+ * unknown scheduler, RESOURCE_EXHAUSTED / INTERNAL when memory or threads cannot be had. Caller owns the result. */
 enum tfs_code tfs_batcher_new(const tfs_batcher_opts *opts, tfs_batcher **out, tfs_status *st);
 
 /* Runs every task still queued in any queue (as tfs_batch_queue_free does), joins the threads and
@@ -108,7 +123,8 @@ typedef enum tfs_code (*tfs_batch_run_fn)(void *ctx, const tfs_named_tensor *inp
 typedef struct tfs_batch_queue_opts {
     const char    *name;                  /* for messages and logs: "model:signature"; copied */
     int64_t        max_batch_size;        /* largest task accepted, and batch size (default 1000) */
-    int64_t        batch_timeout_micros;  /* wait for a batch to fill (default 0) */
+    int64_t        batch_timeout_micros;  /* wait for a batch to fill (default 0; FIXED
+                                             scheduler only) */
     int64_t        max_enqueued_batches;  /* waiting batches per queue (default 10) */
     int            n_allowed_batch_sizes;
     const int64_t *allowed_batch_sizes;   /* increasing; last = max_batch_size (or

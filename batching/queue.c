@@ -22,7 +22,7 @@ static int ring_take(tfs__ring *r, int64_t *out)
 
 tfs_batcher_opts tfs_batcher_opts_default(void)
 {
-    return (tfs_batcher_opts){.num_batch_threads = 0};
+    return (tfs_batcher_opts){.num_batch_threads = 0, .scheduler = TFS_BATCH_SCHEDULER_ADAPTIVE};
 }
 
 enum tfs_code tfs_batcher_new(const tfs_batcher_opts *opts, tfs_batcher **out, tfs_status *st)
@@ -32,6 +32,8 @@ enum tfs_code tfs_batcher_new(const tfs_batcher_opts *opts, tfs_batcher **out, t
     if (o.num_batch_threads < 0 || o.num_batch_threads > 1024)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "num_batch_threads must be in [1, 1024], got %d",
                        o.num_batch_threads);
+    if ((unsigned)o.scheduler >= TFS_BATCH_SCHEDULER_COUNT)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "batcher: unknown scheduler %d", (int)o.scheduler);
     if (o.num_batch_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o.num_batch_threads = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
@@ -39,6 +41,7 @@ enum tfs_code tfs_batcher_new(const tfs_batcher_opts *opts, tfs_batcher **out, t
     tfs_batcher *bt = tfs_calloc(1, sizeof *bt);
     if (!bt)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "batcher: out of memory");
+    bt->adaptive = o.scheduler == TFS_BATCH_SCHEDULER_ADAPTIVE;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

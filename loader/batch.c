@@ -30,7 +30,8 @@
 tfs_batching_params tfs_batching_params_default(void)
 {
     return (tfs_batching_params){.max_batch_size = 1000, .batch_timeout_micros = 0,
-                                 .max_enqueued_batches = 10, .num_batch_threads = 0};
+                                 .max_enqueued_batches = 10, .num_batch_threads = 0,
+                                 .scheduler = TFS_BATCH_SCHEDULER_ADAPTIVE};
 }
 
 bool tfs_loader_batching(const tfs_loader *l)
@@ -79,6 +80,7 @@ enum tfs_code tfs__batching_start(tfs_loader *l, tfs_status *st)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "num_batch_threads %lld is not in [0, 1024]",
                        (long long)l->opts.batching.num_batch_threads);
     bo.num_batch_threads = (int)l->opts.batching.num_batch_threads;
+    bo.scheduler = l->opts.batching.scheduler;
     enum tfs_code rc = tfs_batcher_new(&bo, &l->batcher, st);
     if (rc == TFS_OK && (rc = params_check(l, &l->opts.batching, st)) != TFS_OK)
         tfs_status_prefix(st, "batching parameters");

@@ -102,6 +102,8 @@ typedef struct tfs_batching_params {
     bool    pad_variable_length_inputs;
     bool    enable_large_batch_splitting;
     int64_t max_execution_batch_size;   /* 0 = max_batch_size */
+    enum tfs_batch_scheduler scheduler; /* default ADAPTIVE; global params only (not in TF's
+                                         * BatchingParameters: --batching_scheduler) */
 } tfs_batching_params;
 
 tfs_batching_params tfs_batching_params_default(void);

@@ -155,6 +155,10 @@ static const flag_def flags[] = {
      "BatchingParameters text file (needs --enable_batching); without it TF Serving's "
      "defaults: max_batch_size 1000, batch_timeout_micros 0, max_enqueued_batches 10, "
      "num_batch_threads = CPUs"},
+    {"batching_scheduler", FLAG_STRING, "adaptive", F(batching_scheduler),
+     "When a batch that is not full runs: adaptive (a free batch thread takes what is queued at "
+     "once; requests gather only while every batch thread is busy) or fixed (TF Serving's: after "
+     "batch_timeout_micros, even on an idle server) (a tfserve flag)"},
     {"enable_per_model_batching_params", FLAG_BOOL, "false", F(enable_per_model_batching_params),
      "Read batching_params.pbtxt from each version folder (needs --enable_batching)"},
     {"enable_per_model_batching_parameters", FLAG_BOOL, "false",
@@ -334,6 +338,9 @@ enum tfs_code tfs_server_flags_check(tfs_server_flags *f, bool *usage, tfs_statu
     if (*f->batching_parameters_file && !f->enable_batching)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--batching_parameters_file is set without "
                        "setting --enable_batching to true.");
+    if (strcmp(f->batching_scheduler, "adaptive") != 0 && strcmp(f->batching_scheduler, "fixed"))
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "--batching_scheduler=%s: expected adaptive or "
+                       "fixed", f->batching_scheduler);
     tfs_status_clear(st);
     return TFS_OK;
 }

@@ -230,6 +230,9 @@ static enum tfs_code loader_opts(const tfs_server_flags *f, tfs_warmup_opts *wo,
         if (*f->batching_parameters_file &&
             tfs__batching_read_file(f->batching_parameters_file, &lo->batching, st) != TFS_OK)
             return st->code;
+        lo->batching.scheduler = strcmp(f->batching_scheduler, "fixed") == 0
+                                     ? TFS_BATCH_SCHEDULER_FIXED
+                                     : TFS_BATCH_SCHEDULER_ADAPTIVE;
         if (f->enable_per_model_batching_params)
             lo->per_model_batching = tfs__batching_per_model;
     } else if (f->enable_per_model_batching_params) {

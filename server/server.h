@@ -75,6 +75,7 @@ typedef struct tfs_server_flags {
     bool               enable_batching;        /* default false */
     char              *batching_parameters_file; /* BatchingParameters text, default "" */
     bool               enable_per_model_batching_params;   /* default false */
+    char              *batching_scheduler;     /* ours: adaptive|fixed, default "adaptive" */
     bool               version;                /* --version: print versions and exit 0 */
     bool               help;                   /* --help: print usage and exit 0 */
     int                n_unknown;              /* arguments matching no flag (reported) */

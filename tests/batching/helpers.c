@@ -205,11 +205,18 @@ tfs_tensor *ramp(int64_t rows, int64_t cols, float base)
 
 void env_start(env *e, int threads, const tfs_batch_queue_opts *o, enum model_kind kind)
 {
+    env_start_sched(e, threads, TFS_BATCH_SCHEDULER_FIXED, o, kind);
+}
+
+void env_start_sched(env *e, int threads, enum tfs_batch_scheduler sched,
+                     const tfs_batch_queue_opts *o, enum model_kind kind)
+{
     tfs_status st;
     model_init(&e->m, kind);
     waiter_init(&e->w);
     tfs_batcher_opts bo = tfs_batcher_opts_default();
     bo.num_batch_threads = threads;
+    bo.scheduler = sched;
     ck_assert_int_eq(tfs_batcher_new(&bo, &e->b, &st), TFS_OK);
     ck_assert_msg(tfs_batch_queue_new(e->b, o, model_run, &e->m, &e->q, &st) == TFS_OK, "%s",
                   st.msg);

@@ -84,7 +84,10 @@ typedef struct env {
     waiter           w;
 } env;
 
+/* env_start uses the FIXED scheduler: most tests count on batch_timeout_micros to gather tasks. */
 void env_start(env *e, int threads, const tfs_batch_queue_opts *o, enum model_kind kind);
+void env_start_sched(env *e, int threads, enum tfs_batch_scheduler sched,
+                     const tfs_batch_queue_opts *o, enum model_kind kind);
 void env_stop(env *e);   /* frees the queue and the batcher, then the model */
 /* Submits one input named "x" and asserts the returned code. */
 void submit_x(env *e, tfs_tensor *x, int64_t deadline_ns, result *r, enum tfs_code want);

@@ -2,6 +2,11 @@
 """System test of dynamic batching on the real tfserve (--enable_batching with a
 --batching_parameters_file), with real REST (raw HTTP over sockets) and gRPC clients:
 
+  - the adaptive scheduler (the default): with a 1 s batch_timeout, one client's predicts are
+    answered at once (queue time well under the timeout) with half_plus_two's values; an unknown
+    --batching_scheduler fails the start;
+  - the checks below use --batching_scheduler=fixed (TF Serving's behaviour), whose timeout they
+    count on to hold tasks in the queue:
   - concurrent one-row REST predicts get answers byte-identical to a server without batching, and
     the metrics show batches of more than one row; the queue/compute headers are present;
   - a full queue answers 503 at once (max_enqueued_batches 1, a waiting batch, a task that needs a
@@ -18,6 +23,7 @@ Uses the bundled demo model (half_plus_two). Prints "N passed, M failed"; exit 1
 Run: /usr/bin/python3 batching_test.py --build BUILD_DIR --source SOURCE_DIR
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -109,7 +115,8 @@ def check_identical(build, demo, tmp):
         want = concurrent(plain.rest, rows)
     finally:
         plain.stop()
-    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf])
+    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf,
+                                  "--batching_scheduler=fixed"])
     try:
         got = concurrent(srv.rest, rows)
         for i, (w, r) in enumerate(zip(want, got)):
@@ -131,7 +138,8 @@ def check_full_and_deadline(build, demo, tmp):
     conf = batching_file(tmp, "full.txt", "max_batch_size { value: 2 }\n"
                          "batch_timeout_micros { value: 1500000 }\n"
                          "max_enqueued_batches { value: 1 }\nnum_batch_threads { value: 1 }\n")
-    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf])
+    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf,
+                                  "--batching_scheduler=fixed"])
     try:
         first = []
         t = threading.Thread(target=lambda: first.append(
@@ -178,7 +186,8 @@ def check_full_and_deadline(build, demo, tmp):
 def check_disconnect_and_shutdown(build, demo, tmp):
     conf = batching_file(tmp, "slow.txt", "max_batch_size { value: 64 }\n"
                          "batch_timeout_micros { value: 1000000 }\n")
-    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf])
+    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf,
+                                  "--batching_scheduler=fixed"])
     try:
         body = predict_body([3])
 
@@ -228,6 +237,35 @@ def check_disconnect_and_shutdown(build, demo, tmp):
         srv.stop()
 
 
+def check_adaptive(build, demo, tmp):
+    conf = batching_file(tmp, "adaptive.txt", "max_batch_size { value: 64 }\n"
+                         "batch_timeout_micros { value: 1000000 }\nnum_batch_threads { value: 1 }\n")
+    srv = Rest(build, demo, tmp, ["--enable_batching", "--batching_parameters_file=" + conf])
+    try:
+        for v in (1.0, 2.5, -4.0):
+            t0 = time.time()
+            st, hdr, body = http(srv.rest, "POST", "/v1/models/%s:predict" % MODEL,
+                                 predict_body([v]))
+            took = time.time() - t0
+            queue_us = int(hdr.get("x-tfserve-queue-micros", "-1"))
+            g.check(st == 200 and json.loads(body) == {"predictions": [0.5 * v + 2.0]},
+                    "adaptive: predict(%r) = 0.5 x + 2: %d %r" % (v, st, body))
+            g.check(0 <= queue_us < 100000 and took < 0.5,
+                    "adaptive: a lone request does not wait for the 1 s timeout (queue %d us, "
+                    "answered in %.3f s)" % (queue_us, took))
+        g.check(metric(srv.rest, "tfserve_batch_rows_total") == 3,
+                "adaptive: the requests went through the batch queue")
+    finally:
+        srv.stop()
+    p = subprocess.run([os.path.join(build, "server", "tfserve"), "--port=0",
+                        "--model_name=" + MODEL, "--model_base_path=" + demo, "--enable_batching",
+                        "--batching_scheduler=bogus"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    g.check(p.returncode != 0 and b"--batching_scheduler=bogus: expected adaptive or fixed"
+            in p.stdout, "an unknown scheduler fails the start (rc %d): %r"
+            % (p.returncode, p.stdout[-300:]))
+
+
 def check_bad_file_and_per_model(build, demo, tmp):
     bad = batching_file(tmp, "bad.txt", "max_batch_size { value: 8 }\nbatch_timeout_micros {\n"
                         "  vlaue: 3 }\n")
@@ -273,6 +311,7 @@ def main():
     try:
         g.gen_stubs(os.path.abspath(a.source), tmp)
         demo = os.path.join(build, "models", MODEL)
+        check_adaptive(build, demo, tmp)
         check_identical(build, demo, tmp)
         check_full_and_deadline(build, demo, tmp)
         check_disconnect_and_shutdown(build, demo, tmp)

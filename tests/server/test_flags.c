@@ -149,6 +149,9 @@ START_TEST(test_flags_check_rules)
         {{M, "--batching_parameters_file=/b"}, "--batching_parameters_file is set without "
          "setting --enable_batching to true.", false},
         {{M, "--batching_parameters_file=/b", "--enable_batching"}, NULL, false},
+        {{M, "--enable_batching", "--batching_scheduler=fixed"}, NULL, false},
+        {{M, "--enable_batching", "--batching_scheduler=sometimes"},
+         "--batching_scheduler=sometimes: expected adaptive or fixed", false},
         {{M, "--grpc_num_threads=65"}, "--grpc_num_threads=65 is not in [1, 64]", false},
     };
 #undef M
