@@ -21,16 +21,16 @@ if(TFS_HAVE_CUDA)
 endif()
 
 # What a program needs to load a SavedModel and run a signature: savedmodel.h and the runtime
-# headers its umbrella runtime/runtime.h includes. Never the -impl.h headers. Includes stay rooted
-# as in the tree ("runtime/tensor.h"), so the .pc files add -I<includedir>/tfserve.
-install(FILES
-  ${PROJECT_SOURCE_DIR}/runtime/runtime.h ${PROJECT_SOURCE_DIR}/runtime/alloc.h
-  ${PROJECT_SOURCE_DIR}/runtime/build.h ${PROJECT_SOURCE_DIR}/runtime/device.h
-  ${PROJECT_SOURCE_DIR}/runtime/graph.h ${PROJECT_SOURCE_DIR}/runtime/log.h
-  ${PROJECT_SOURCE_DIR}/runtime/op-signature.h ${PROJECT_SOURCE_DIR}/runtime/rewrite.h
-  ${PROJECT_SOURCE_DIR}/runtime/session.h ${PROJECT_SOURCE_DIR}/runtime/status.h
-  ${PROJECT_SOURCE_DIR}/runtime/tensor.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/runtime)
+# headers its umbrella runtime/runtime.h includes, read from the umbrella itself so that a header
+# added there is installed too. Never the -impl.h headers. Includes stay rooted as in the tree
+# ("runtime/tensor.h"), so the .pc files add -I<includedir>/tfserve.
+file(STRINGS ${PROJECT_SOURCE_DIR}/runtime/runtime.h _tfs_umbrella REGEX "^#include \"runtime/")
+set(_tfs_runtime_headers ${PROJECT_SOURCE_DIR}/runtime/runtime.h)
+foreach(_line IN LISTS _tfs_umbrella)
+  string(REGEX REPLACE "^#include \"(runtime/[^\"]+)\".*" "\\1" _header "${_line}")
+  list(APPEND _tfs_runtime_headers ${PROJECT_SOURCE_DIR}/${_header})
+endforeach()
+install(FILES ${_tfs_runtime_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/savedmodel/savedmodel.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tfserve/savedmodel)
 
