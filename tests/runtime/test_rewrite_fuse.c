@@ -64,7 +64,7 @@ static tfs_session *dense_graph(bool variables, tfs_graph **gp)
     rwt_vars v = {0};
     tfs_out h = tfs_build_placeholder(g, "x", TFS_DTYPE_FLOAT, &(tfs_shape){2, {-1, 8}});
     for (int l = 0; l < 5; l++) {
-        char scope[24];   /* "dense" and any int: no truncation for -Wformat-truncation to find */
+        char scope[24];   /* "dense" and any int fit */
         snprintf(scope, sizeof scope, "dense%d", l);
         tfs_build_scope_push(g, scope);
         bool tb = l == 2;
