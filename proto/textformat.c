@@ -1,6 +1,7 @@
 /* The protobuf text-format parser behind every config file (see proto/textformat.h): a recursive
  * descent over the tokens of textformat-lex.c, driven by protobuf-c's descriptors, so one parser
- * fills any generated message type.
+ * fills any generated message type. Hand-written because no C library reads text format
+ * (protobuf-c has no text support; only C++ protobuf does).
  *
  * Memory: the message tree is built with plain malloc/realloc, protobuf-c's default allocator, so
  * the caller frees it with protobuf_c_message_free_unpacked(msg, NULL). The tree is consistent

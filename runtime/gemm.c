@@ -1,5 +1,8 @@
 /* tfserve's float GEMM, tfs__sgemm (runtime-impl.h): blocking, packing and threads around the
- * micro-kernels of gemm-impl.h, and the run-time choice among AVX-512, AVX2 and plain C.
+ * micro-kernels of gemm-impl.h, and the run-time choice among AVX-512, AVX2 and plain C. Ours
+ * rather than OpenBLAS's because, measured on the model shapes (bench/README.md, nn-gflops), it is
+ * at or above OpenBLAS's kernels there and splits over our one intra-op pool with results
+ * bit-identical for any thread count, where OpenBLAS's threads would compete with that pool.
  *
  * DESIGN. C is cut into tasks (rectangles of whole MR-row slivers and NR-column panels) that the
  * pool's threads claim from a counter; each task runs, per block of MC rows and per block of kc
