@@ -161,7 +161,7 @@ START_TEST(test_service_name_map)
 {
     tfs__name_map m;
     tfs_status    st;
-    char          names[40][8];
+    char          names[40][16];   /* "k" and any int fit */
     ck_assert_int_eq(tfs__name_map_init(&m, 40, &st), TFS_OK);
     for (int i = 0; i < 40; i++) {
         snprintf(names[i], sizeof names[i], "k%d", i);
