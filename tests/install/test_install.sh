@@ -45,7 +45,7 @@ esac
 
 # Built the way example.c's comment says, in a folder of its own so no tree header is near.
 cp "$src/examples/c-api/example.c" "$tmp/example.c"
-(cd "$tmp" && cc -std=c11 -Wall -Wextra -Werror example.c $flags -o example) ||
+(cd "$tmp" && cc -std=c11 -Wall -Wextra -Werror ${EXAMPLE_CFLAGS:-} example.c $flags -o example) ||
   fail "example.c does not build against the installed tree (flags: $flags)"
 
 out=$("$tmp/example" "$model" 1,2,5)
