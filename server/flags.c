@@ -56,7 +56,8 @@ static const flag_def flags[] = {
      "batch queue) is answered 504 DEADLINE_EXCEEDED without running"},
     {"enforce_session_run_timeout", FLAG_BOOL, "true", F(enforce_session_run_timeout),
      "Stop a running predict at its deadline (the gRPC call's, or --rest_api_timeout_in_ms), "
-     "between kernels and loop iterations, answering DEADLINE_EXCEEDED (batched runs finish)"},
+     "between kernels and loop iterations, answering DEADLINE_EXCEEDED (a batched run: at the "
+     "latest deadline of its requests)"},
     {"rest_connection_timeout_seconds", FLAG_INT, "60", F(rest_connection_timeout_seconds),
      "Close a REST connection after this many seconds with no bytes moving either way (idle "
      "keep-alive, a stalled request, a client not reading its answer) (a tfserve flag)",
