@@ -239,3 +239,28 @@ void submit_x(env *e, tfs_tensor *x, int64_t deadline_ns, result *r, enum tfs_co
     ck_assert_msg(rc == want, "submit: got %s (%s), want %s", tfs_code_name(rc), st.msg,
                   tfs_code_name(want));
 }
+
+tfs_batch_queue_opts queue_opts(int64_t max, int64_t timeout_us)
+{
+    tfs_batch_queue_opts o = tfs_batch_queue_opts_default();
+    o.name = "m:serving_default";
+    o.max_batch_size = max;
+    o.batch_timeout_micros = timeout_us;
+    return o;
+}
+
+void assert_linear(const result *r, const tfs_tensor *x)
+{
+    ck_assert_int_eq(atomic_load(&r->calls), 1);
+    ck_assert_msg(r->code == TFS_OK, "%s: %s", tfs_code_name(r->code), r->msg);
+    ck_assert_int_eq(r->n_out, 1);
+    const tfs_tensor *y = r->out[0];
+    ck_assert_int_eq(y->rank, 2);
+    ck_assert_int_eq(y->dims[0], x->dims[0]);
+    ck_assert_int_eq(y->dims[1], LIN_OUT);
+    for (int64_t row = 0; row < x->dims[0]; row++) {
+        float want[LIN_OUT];
+        linear_row((const float *)x->data + row * LIN_IN, want);
+        ck_assert_mem_eq((const float *)y->data + row * LIN_OUT, want, sizeof want);
+    }
+}

@@ -50,6 +50,9 @@ enum tfs_code model_run(void *ctx, const tfs_named_tensor *in, int n_in, int64_t
 
 /* y = x W + b for one row, the reference for MODEL_LINEAR. */
 void linear_row(const float *x, float *y);
+/* Options of a queue named "m:serving_default" with these max_batch_size and batch_timeout_micros,
+ * the rest TF Serving's defaults. */
+tfs_batch_queue_opts queue_opts(int64_t max, int64_t timeout_us);
 
 /* One done-callback record. */
 typedef struct result {
@@ -62,6 +65,8 @@ typedef struct result {
     pthread_t      thread;
     struct waiter *w;
 } result;
+/* Asserts r completed once, OK, and its one output is y = x W + b of x, bit for bit. */
+void assert_linear(const result *r, const tfs_tensor *x);
 
 typedef struct waiter {
     pthread_mutex_t mu;

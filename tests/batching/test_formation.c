@@ -9,36 +9,10 @@
 
 Suite *suite_batching_formation(void);
 
-static tfs_batch_queue_opts opts(int64_t max, int64_t timeout_us)
-{
-    tfs_batch_queue_opts o = tfs_batch_queue_opts_default();
-    o.name = "m:serving_default";
-    o.max_batch_size = max;
-    o.batch_timeout_micros = timeout_us;
-    return o;
-}
-
-/* Asserts r completed once, OK, and its one output is y = x W + b of x, bit for bit. */
-static void assert_linear(const result *r, const tfs_tensor *x)
-{
-    ck_assert_int_eq(atomic_load(&r->calls), 1);
-    ck_assert_msg(r->code == TFS_OK, "%s: %s", tfs_code_name(r->code), r->msg);
-    ck_assert_int_eq(r->n_out, 1);
-    const tfs_tensor *y = r->out[0];
-    ck_assert_int_eq(y->rank, 2);
-    ck_assert_int_eq(y->dims[0], x->dims[0]);
-    ck_assert_int_eq(y->dims[1], LIN_OUT);
-    for (int64_t row = 0; row < x->dims[0]; row++) {
-        float want[LIN_OUT];
-        linear_row((const float *)x->data + row * LIN_IN, want);
-        ck_assert_mem_eq((const float *)y->data + row * LIN_OUT, want, sizeof want);
-    }
-}
-
 START_TEST(test_batched_results_equal_results_alone)
 {
     env e;
-    tfs_batch_queue_opts o = opts(16, 300000);
+    tfs_batch_queue_opts o = queue_opts(16, 300000);
     env_start(&e, 1, &o, MODEL_LINEAR);
     const int64_t rows[] = {1, 2, 3, 4, 1, 2};
     tfs_tensor *x[6];
@@ -78,7 +52,7 @@ END_TEST
 static int64_t batch_deadline(const int64_t *deadlines, int n)
 {
     env e;
-    tfs_batch_queue_opts o = opts(16, 300000);
+    tfs_batch_queue_opts o = queue_opts(16, 300000);
     env_start(&e, 1, &o, MODEL_LINEAR);
     tfs_tensor *x[4];
     result r[4];
@@ -111,7 +85,7 @@ END_TEST
 START_TEST(test_allowed_batch_sizes_padding_never_leaks)
 {
     env e;
-    tfs_batch_queue_opts o = opts(8, 200000);
+    tfs_batch_queue_opts o = queue_opts(8, 200000);
     const int64_t allowed[] = {4, 8};
     o.allowed_batch_sizes = allowed;
     o.n_allowed_batch_sizes = 2;
@@ -145,7 +119,7 @@ END_TEST
 START_TEST(test_timeout_closes_a_partial_batch)
 {
     env e;
-    tfs_batch_queue_opts o = opts(64, 100000);   /* 100 ms */
+    tfs_batch_queue_opts o = queue_opts(64, 100000);   /* 100 ms */
     env_start(&e, 1, &o, MODEL_LINEAR);
     tfs_tensor *x = ramp(2, LIN_IN, 1);
     result r;
@@ -169,7 +143,7 @@ END_TEST
 START_TEST(test_full_batch_runs_before_timeout)
 {
     env e;
-    tfs_batch_queue_opts o = opts(4, 10 * 1000000);   /* 10 s: only fullness can close it */
+    tfs_batch_queue_opts o = queue_opts(4, 10 * 1000000);   /* 10 s: only fullness can close it */
     env_start(&e, 1, &o, MODEL_LINEAR);
     tfs_tensor *x[4];
     result r[4];
@@ -194,7 +168,7 @@ END_TEST
 START_TEST(test_unbatchable_tasks_go_to_separate_batches)
 {
     env e;
-    tfs_batch_queue_opts o = opts(32, 200000);
+    tfs_batch_queue_opts o = queue_opts(32, 200000);
     env_start(&e, 1, &o, MODEL_ECHO);
     tfs_status st;
     int64_t d1[] = {1};
@@ -236,7 +210,7 @@ END_TEST
 START_TEST(test_pad_variable_length_inputs)
 {
     env e;
-    tfs_batch_queue_opts o = opts(32, 200000);
+    tfs_batch_queue_opts o = queue_opts(32, 200000);
     o.pad_variable_length_inputs = true;
     env_start(&e, 1, &o, MODEL_ECHO);
     int64_t d1[] = {1, 2}, d2[] = {2, 4};
@@ -264,7 +238,7 @@ END_TEST
 START_TEST(test_large_task_is_split_and_reassembled_in_order)
 {
     env e;
-    tfs_batch_queue_opts o = opts(10, 50000);
+    tfs_batch_queue_opts o = queue_opts(10, 50000);
     o.enable_large_batch_splitting = true;
     o.max_execution_batch_size = 4;
     o.max_enqueued_batches = 100;
@@ -302,7 +276,7 @@ END_TEST
 START_TEST(test_deadline_passed_is_never_run)
 {
     env e;
-    tfs_batch_queue_opts o = opts(32, 150000);
+    tfs_batch_queue_opts o = queue_opts(32, 150000);
     env_start(&e, 1, &o, MODEL_LINEAR);
     tfs_tensor *late = ramp(1, LIN_IN, 777), *past = ramp(1, LIN_IN, 555), *ok = ramp(1, LIN_IN, 3);
     result r[3];
@@ -331,7 +305,7 @@ END_TEST
 START_TEST(test_failing_run_fails_every_task_and_the_queue_goes_on)
 {
     env e;
-    tfs_batch_queue_opts o = opts(3, 10 * 1000000);
+    tfs_batch_queue_opts o = queue_opts(3, 10 * 1000000);
     const char *names[] = {"y"};
     o.output_names = names;
     env_start(&e, 1, &o, MODEL_LINEAR);
@@ -379,7 +353,7 @@ END_TEST
 START_TEST(test_zero_row_tasks)
 {
     env e;
-    tfs_batch_queue_opts o = opts(8, 100000);
+    tfs_batch_queue_opts o = queue_opts(8, 100000);
     const int64_t allowed[] = {4, 8};
     o.allowed_batch_sizes = allowed;
     o.n_allowed_batch_sizes = 2;
@@ -414,7 +388,7 @@ END_TEST
 START_TEST(test_submit_errors_call_done_once_on_the_caller)
 {
     env e;
-    tfs_batch_queue_opts o = opts(4, 0);
+    tfs_batch_queue_opts o = queue_opts(4, 0);
     env_start(&e, 1, &o, MODEL_LINEAR);
     tfs_status st;
     tfs_tensor *s = NULL, *a = ramp(2, 3, 0), *b = ramp(3, 3, 0), *big = ramp(5, 3, 0);
@@ -460,7 +434,7 @@ START_TEST(test_queue_options_are_checked)
     model_init(&m, MODEL_ECHO);
     tfs_batcher_opts bo = {.num_batch_threads = 1};
     ck_assert_int_eq(tfs_batcher_new(&bo, &b, &st), TFS_OK);
-    tfs_batch_queue_opts o = opts(8, 0);
+    tfs_batch_queue_opts o = queue_opts(8, 0);
     const int64_t bad_last[] = {2, 4}, decreasing[] = {4, 2, 8}, ok[] = {2, 4};
     o.allowed_batch_sizes = bad_last;
     o.n_allowed_batch_sizes = 2;
@@ -481,7 +455,7 @@ START_TEST(test_queue_options_are_checked)
     tfs_batch_queue_free(q);
     o.max_execution_batch_size = 9;
     ck_assert_int_eq(tfs_batch_queue_new(b, &o, model_run, &m, &q, &st), TFS_INVALID_ARGUMENT);
-    o = opts(0, 0);
+    o = queue_opts(0, 0);
     ck_assert_int_eq(tfs_batch_queue_new(b, &o, model_run, &m, &q, &st), TFS_INVALID_ARGUMENT);
     bo.num_batch_threads = -1;
     tfs_batcher *b2 = NULL;

@@ -8,29 +8,6 @@
 
 Suite *suite_batching_scheduler(void);
 
-static tfs_batch_queue_opts opts(int64_t max, int64_t timeout_us)
-{
-    tfs_batch_queue_opts o = tfs_batch_queue_opts_default();
-    o.name = "m:serving_default";
-    o.max_batch_size = max;
-    o.batch_timeout_micros = timeout_us;
-    return o;
-}
-
-/* r completed once, OK, with y = x W + b of x. */
-static void assert_linear(const result *r, const tfs_tensor *x)
-{
-    ck_assert_int_eq(atomic_load(&r->calls), 1);
-    ck_assert_msg(r->code == TFS_OK, "%s: %s", tfs_code_name(r->code), r->msg);
-    ck_assert_int_eq(r->n_out, 1);
-    ck_assert_int_eq(r->out[0]->dims[0], x->dims[0]);
-    for (int64_t row = 0; row < x->dims[0]; row++) {
-        float want[LIN_OUT];
-        linear_row((const float *)x->data + row * LIN_IN, want);
-        ck_assert_mem_eq((const float *)r->out[0]->data + row * LIN_OUT, want, sizeof want);
-    }
-}
-
 START_TEST(test_scheduler_adaptive_is_the_default)
 {
     ck_assert_int_eq(tfs_batcher_opts_default().scheduler, TFS_BATCH_SCHEDULER_ADAPTIVE);
@@ -48,7 +25,7 @@ END_TEST
 START_TEST(test_scheduler_adaptive_idle_queue_runs_a_lone_task_at_once)
 {
     env e;
-    tfs_batch_queue_opts o = opts(64, 1000000);
+    tfs_batch_queue_opts o = queue_opts(64, 1000000);
     env_start_sched(&e, 1, TFS_BATCH_SCHEDULER_ADAPTIVE, &o, MODEL_LINEAR);
     for (int i = 0; i < 3; i++) {   /* every request, not just the first */
         tfs_tensor *x = ramp(2, LIN_IN, 0.25f * (float)(i + 1));
@@ -78,7 +55,7 @@ END_TEST
 START_TEST(test_scheduler_fixed_waits_out_the_timeout)
 {
     env e;
-    tfs_batch_queue_opts o = opts(64, 200000);
+    tfs_batch_queue_opts o = queue_opts(64, 200000);
     env_start_sched(&e, 1, TFS_BATCH_SCHEDULER_FIXED, &o, MODEL_LINEAR);
     tfs_tensor *x = ramp(1, LIN_IN, 3);
     result r;
@@ -100,7 +77,7 @@ START_TEST(test_scheduler_adaptive_busy_threads_gather_a_batch)
 {
     const int threads = _i + 1;
     env e;
-    tfs_batch_queue_opts o = opts(16, 10 * 1000000);
+    tfs_batch_queue_opts o = queue_opts(16, 10 * 1000000);
     env_start_sched(&e, threads, TFS_BATCH_SCHEDULER_ADAPTIVE, &o, MODEL_LINEAR);
     model_gate(&e.m, true);
     tfs_tensor *x[5];
@@ -141,7 +118,7 @@ END_TEST
 START_TEST(test_scheduler_adaptive_batches_up_to_max_batch_size)
 {
     env e;
-    tfs_batch_queue_opts o = opts(4, 10 * 1000000);
+    tfs_batch_queue_opts o = queue_opts(4, 10 * 1000000);
     env_start_sched(&e, 1, TFS_BATCH_SCHEDULER_ADAPTIVE, &o, MODEL_LINEAR);
     model_gate(&e.m, true);
     tfs_tensor *x[7];
