@@ -131,6 +131,15 @@ void tfs__route_deinit(tfs__route *r);
 /* %XX decoding (invalid escapes are kept as is). Caller owns the result; NULL on OOM. */
 char *tfs__url_unescape(const char *s, size_t n);
 
+/* ---- KServe v2 datatypes (v2-types.c) -------------------------------------------------------- */
+
+/* The v2 datatype name of a dtype ("FP32" for DT_FLOAT, "BYTES" for DT_STRING; _REF dtypes as
+ * their base), or NULL for a dtype v2 has no name for. */
+const char *tfs__v2_datatype(enum tfs_dtype dt);
+/* The dtype of the v2 datatype name[0..n) (case-sensitive, as the spec writes them), or
+ * TFS_DTYPE_INVALID. */
+enum tfs_dtype tfs__v2_dtype(const char *name, size_t n);
+
 /* ---- status codes (codes.c) ----------------------------------------------------------------- */
 
 /* TF Serving's ToHTTPStatusCode: the one canonical code -> HTTP status table. */

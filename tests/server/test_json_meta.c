@@ -191,6 +191,29 @@ START_TEST(test_json_meta_shapes_and_defaults)
 }
 END_TEST
 
+/* The v2 datatype table against the Open Inference Protocol's list, written out here by hand. */
+START_TEST(test_v2_datatypes)
+{
+    static const struct { const char *name; enum tfs_dtype dt; } spec[] = {
+        {"BOOL", TFS_DTYPE_BOOL},     {"UINT8", TFS_DTYPE_UINT8},   {"UINT16", TFS_DTYPE_UINT16},
+        {"UINT32", TFS_DTYPE_UINT32}, {"UINT64", TFS_DTYPE_UINT64}, {"INT8", TFS_DTYPE_INT8},
+        {"INT16", TFS_DTYPE_INT16},   {"INT32", TFS_DTYPE_INT32},   {"INT64", TFS_DTYPE_INT64},
+        {"FP16", TFS_DTYPE_HALF},     {"FP32", TFS_DTYPE_FLOAT},    {"FP64", TFS_DTYPE_DOUBLE},
+        {"BYTES", TFS_DTYPE_STRING},
+    };
+    for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+        ck_assert_str_eq(tfs__v2_datatype(spec[i].dt), spec[i].name);
+        ck_assert_int_eq(tfs__v2_dtype(spec[i].name, strlen(spec[i].name)), spec[i].dt);
+    }
+    ck_assert_str_eq(tfs__v2_datatype(TFS_DTYPE_FLOAT + TFS_DTYPE_REF_OFFSET), "FP32");
+    ck_assert_ptr_null(tfs__v2_datatype(TFS_DTYPE_RESOURCE));
+    ck_assert_ptr_null(tfs__v2_datatype(TFS_DTYPE_COMPLEX64));
+    ck_assert_int_eq(tfs__v2_dtype("fp32", 4), TFS_DTYPE_INVALID);   /* the spec's case only */
+    ck_assert_int_eq(tfs__v2_dtype("FP3", 3), TFS_DTYPE_INVALID);
+    ck_assert_int_eq(tfs__v2_dtype("FP32X", 5), TFS_DTYPE_INVALID);
+}
+END_TEST
+
 Suite *suite_server_json_meta(void);
 Suite *suite_server_json_meta(void)
 {
@@ -200,6 +223,7 @@ Suite *suite_server_json_meta(void)
     tcase_add_test(tc, test_json_meta_status_one_version);
     tcase_add_test(tc, test_json_meta_status_versions);
     tcase_add_test(tc, test_json_meta_shapes_and_defaults);
+    tcase_add_test(tc, test_v2_datatypes);
     suite_add_tcase(s, tc);
     tc = tfs_test_fixture_case("documents_fixtures", NULL);
     tcase_set_timeout(tc, 10);
