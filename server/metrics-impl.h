@@ -25,7 +25,9 @@
 /* ---- request records (metrics.c) ------------------------------------------------------------ */
 
 /* What a request asked for. Names (tfs__method_name): "predict", "classify", "regress",
- * "multi_inference", "metadata", "status", "reload_config", "other". */
+ * "multi_inference", "metadata", "status", "reload_config" (TF Serving's API); "infer",
+ * "model_metadata", "model_ready", "server_metadata", "server_ready", "server_live" (KServe's v2
+ * protocol, from TFS__METHOD_INFER on); "other". */
 enum tfs__method {
     TFS__METHOD_PREDICT = 0,
     TFS__METHOD_CLASSIFY,
@@ -34,11 +36,21 @@ enum tfs__method {
     TFS__METHOD_METADATA,
     TFS__METHOD_STATUS,
     TFS__METHOD_RELOAD_CONFIG,
+    TFS__METHOD_INFER,
+    TFS__METHOD_MODEL_METADATA,
+    TFS__METHOD_MODEL_READY,
+    TFS__METHOD_SERVER_METADATA,
+    TFS__METHOD_SERVER_READY,
+    TFS__METHOD_SERVER_LIVE,
     TFS__METHOD_OTHER,
     TFS__METHOD_COUNT
 };
 const char *tfs__method_name(enum tfs__method m);
-/* The method a gRPC path names ("/tensorflow.serving.PredictionService/Predict" -> PREDICT);
+/* True for the methods of KServe's v2 protocol: the metrics' protocol label says "v2-rest" or
+ * "v2-grpc" for them, "rest" or "grpc" for TF Serving's API. */
+bool tfs__method_is_v2(enum tfs__method m);
+/* The method a gRPC path names ("/tensorflow.serving.PredictionService/Predict" -> PREDICT,
+ * "/inference.GRPCInferenceService/ModelInfer" -> INFER);
  * OTHER for anything else (NULL included). */
 enum tfs__method tfs__method_from_grpc_path(const char *path);
 

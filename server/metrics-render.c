@@ -219,7 +219,10 @@ static bool label_ours(const tfs__metrics_row *r, const char **v)
 {
     v[0] = r->model;
     v[1] = r->signature;
-    v[2] = r->api == TFS_API_GRPC ? "grpc" : "rest";
+    if (tfs__method_is_v2(r->method))
+        v[2] = r->api == TFS_API_GRPC ? "v2-grpc" : "v2-rest";
+    else
+        v[2] = r->api == TFS_API_GRPC ? "grpc" : "rest";
     v[3] = tfs__method_name(r->method);
     v[4] = tfs_code_name(r->code);
     return true;

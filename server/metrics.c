@@ -104,12 +104,18 @@ static _Thread_local tfs__request_record *tls_current;
 
 static const char *const method_names[TFS__METHOD_COUNT] = {
     "predict", "classify", "regress", "multi_inference", "metadata", "status", "reload_config",
+    "infer", "model_metadata", "model_ready", "server_metadata", "server_ready", "server_live",
     "other",
 };
 
 const char *tfs__method_name(enum tfs__method m)
 {
     return (unsigned)m < TFS__METHOD_COUNT ? method_names[m] : "other";
+}
+
+bool tfs__method_is_v2(enum tfs__method m)
+{
+    return m >= TFS__METHOD_INFER && m < TFS__METHOD_OTHER;
 }
 
 enum tfs__method tfs__method_from_grpc_path(const char *path)
@@ -125,6 +131,12 @@ enum tfs__method tfs__method_from_grpc_path(const char *path)
         {"/tensorflow.serving.PredictionService/GetModelMetadata", TFS__METHOD_METADATA},
         {"/tensorflow.serving.ModelService/GetModelStatus", TFS__METHOD_STATUS},
         {"/tensorflow.serving.ModelService/HandleReloadConfigRequest", TFS__METHOD_RELOAD_CONFIG},
+        {"/inference.GRPCInferenceService/ModelInfer", TFS__METHOD_INFER},
+        {"/inference.GRPCInferenceService/ModelMetadata", TFS__METHOD_MODEL_METADATA},
+        {"/inference.GRPCInferenceService/ModelReady", TFS__METHOD_MODEL_READY},
+        {"/inference.GRPCInferenceService/ServerMetadata", TFS__METHOD_SERVER_METADATA},
+        {"/inference.GRPCInferenceService/ServerReady", TFS__METHOD_SERVER_READY},
+        {"/inference.GRPCInferenceService/ServerLive", TFS__METHOD_SERVER_LIVE},
     };
     for (size_t i = 0; path && i < sizeof rpcs / sizeof rpcs[0]; i++)
         if (strcmp(path, rpcs[i].rpc) == 0)

@@ -110,6 +110,13 @@ START_TEST(test_metrics_families)
     tfs__request_record e = rec(TFS_API_GRPC, TFS__METHOD_PREDICT, "m\"1", "serving_default",
                                 TFS_OK, 20e-6, 0);
     e.ran = true;
+    /* KServe v2 inference over both front ends: our family only, as v2-rest / v2-grpc */
+    tfs__request_record f = rec(TFS_API_REST, TFS__METHOD_INFER, "m\"1", "serving_default",
+                                TFS_OK, 1e-3, 0);
+    tfs__request_record g2 = rec(TFS_API_GRPC, TFS__METHOD_INFER, "m\"1", "serving_default",
+                                 TFS_NOT_FOUND, 1e-3, 0);
+    tfs__metrics_record(&f);
+    tfs__metrics_record(&g2);
     tfs__metrics_record(&e);
     tfs__metrics_record(&a);
     tfs__metrics_record(&b);
@@ -163,6 +170,12 @@ START_TEST(test_metrics_families)
                    "protocol=\"rest\",method=\"status\",code=\"OK\"} 1");
     expect_line(t, "tfserve_request_duration_seconds_sum{model=\"m\\\"1\",signature=\"\","
                    "protocol=\"rest\",method=\"status\",code=\"OK\"} 0.001");
+    expect_line(t, "tfserve_request_duration_seconds_count{model=\"m\\\"1\","
+                   "signature=\"serving_default\",protocol=\"v2-rest\",method=\"infer\","
+                   "code=\"OK\"} 1");
+    expect_line(t, "tfserve_request_duration_seconds_count{model=\"m\\\"1\","
+                   "signature=\"serving_default\",protocol=\"v2-grpc\",method=\"infer\","
+                   "code=\"NOT_FOUND\"} 1");
     expect_line(t, "# TYPE :tensorflow:serving:request_count counter");
     expect_line(t, "# TYPE tfserve_requests_in_flight gauge");
     expect_line(t, "tfserve_requests_in_flight 0");
