@@ -68,6 +68,7 @@ void tfs__servable_destroy(tfs_servable *s)
     tfs_loader *l = s->loader;
     tfs__servable_batch_free(s->batch);
     tfs_savedmodel_free(s->model);
+    tfs_alloc_release_free_memory();
     TFS_LOG_INFO(LOG_MODULE, "unloaded version %lld of model '%s'", (long long)s->version, s->name);
     pthread_mutex_lock(&l->mu);
     for (tfs_servable **p = &l->batched; *p; p = &(*p)->bnext)

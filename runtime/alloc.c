@@ -217,3 +217,10 @@ int64_t tfs_alloc_thread_peak(void)
 {
     return my_peak - my_peak_base;
 }
+
+void tfs_alloc_release_free_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}

@@ -18,6 +18,11 @@ char *tfs_strndup(const char *s, size_t n);    /* copies at most n bytes and ter
 /* Bytes currently allocated through tfs_malloc and friends. */
 int64_t tfs_alloc_bytes_in_use(void);
 
+/* Hands the C library's free memory back to the system (glibc's malloc_trim): for after a large
+ * release such as a model version's unload, whose pages glibc's per-thread arenas would otherwise
+ * keep mapped. */
+void tfs_alloc_release_free_memory(void);
+
 /* Test hook: the most bytes this thread has held allocated at once since
  * tfs_alloc_thread_peak_reset, above what it held then (its own allocations net of its frees). */
 void    tfs_alloc_thread_peak_reset(void);
