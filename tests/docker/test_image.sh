@@ -10,12 +10,13 @@
 # Skipped (exit 77) where podman cannot run: not root, podman/runc/debootstrap missing,
 # TFS_SKIP_DOCKER=1, or no container can start at all (inside an unprivileged container, say, where
 # runc may not mount /proc): a probe runs /usr/bin/true in a container first, and the skip message
-# quotes podman's error. The image store lives under BUILD_DIR/docker-test (the base image is kept
-# there between runs).
-#   test_image.sh SOURCE_DIR BUILD_DIR
+# quotes podman's error. The image store lives in TFS_DOCKER_TEST_DIR (default
+# /var/tmp/tfserve-docker-test, outside any build tree): like ccache, it keeps between runs the
+# debootstrapped base, the build stage's package layer and the compiler cache mount, so a rerun
+# (another clone, a CI run on the same machine) rebuilds only what the sources changed.
+#   test_image.sh SOURCE_DIR
 set -euo pipefail
 src=$1
-build=$2
 
 skip() { echo "SKIP docker image test: $*"; exit 77; }
 [ "${TFS_SKIP_DOCKER:-0}" = 1 ] && skip "TFS_SKIP_DOCKER=1"
@@ -25,13 +26,19 @@ for t in podman runc debootstrap curl; do
 done
 
 export CONTAINERS_CONF=$src/docker/containers.conf
-work=$build/docker-test
+work=${TFS_DOCKER_TEST_DIR:-/var/tmp/tfserve-docker-test}
 mkdir -p "$work"
 P=(podman --root "$work/store" --runroot "$work/run" --storage-driver overlay)
 image=localhost/tfserve:test
 name=tfserve-test-$$
 
-cleanup() { "${P[@]}" rm -f "$name" >/dev/null 2>&1 || true; }
+# The test image and the build stages it leaves untagged go at the end; the tagged base and the
+# cache layers stay.
+cleanup() {
+  "${P[@]}" rm -f "$name" >/dev/null 2>&1 || true
+  "${P[@]}" rmi -f "$image" >/dev/null 2>&1 || true
+  "${P[@]}" image prune -f >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 
 step() { echo "--- $* ($(date +%T))"; }
@@ -59,6 +66,10 @@ if ! "${P[@]}" image exists localhost/bookworm-minbase:local; then
 fi
 
 step "build the image"
+# The package stage is tagged so that pruning at the end keeps it as the next run's cache.
+"${P[@]}" build --format docker --isolation=chroot --build-arg BASE=localhost/bookworm-minbase:local \
+  --target deps -f "$src/docker/Dockerfile" -t localhost/tfserve-deps:test "$src" > "$work/deps.log" 2>&1 \
+  || { tail -40 "$work/deps.log"; exit 1; }
 "${P[@]}" build --format docker --isolation=chroot --build-arg BASE=localhost/bookworm-minbase:local \
   -f "$src/docker/Dockerfile" -t "$image" "$src" > "$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log"; exit 1; }
