@@ -147,7 +147,7 @@ static enum tfs_code infer_begin(tfs_loader *l, const tfs__route *r,
     tfs__jdoc_init(&doc);
     if ((code = tfs__v2_parse(req->body, req->body_len, req->json_len, &doc, &bin, &sig_name,
                               st)) != TFS_OK ||
-        (code = resolve(l, r, sig_name, c, st)) != TFS_OK)
+        (code = tfs__v2_not_ready(l, r, resolve(l, r, sig_name, c, st), st)) != TFS_OK)
         goto done;
     code = tfs__v2_decode_infer(doc.root, req->body + bin, req->body_len - bin, c->sig,
                                 &c->inputs, &c->n_inputs, &c->v2_req, st);

@@ -416,6 +416,12 @@ enum tfs_code tfs__v2_encode_infer(const tfs__v2_infer *req, const char *model, 
  * Returns the request's code for the record; errors are left in st for the caller's body. */
 enum tfs_code tfs__v2_rest_get(tfs_loader *l, const tfs_health *h, const tfs__route *r,
                                tfs__rest_response *resp, tfs_status *st);
+/* v2 answers 503 for a model that is configured but not ready, where the loader's lookup says
+ * NOT_FOUND for any version that does not serve: code, or UNAVAILABLE naming the version's state
+ * (and its load error) when code is NOT_FOUND and no version of r's model (r's version, when
+ * given) is AVAILABLE. */
+enum tfs_code tfs__v2_not_ready(tfs_loader *l, const tfs__route *r, enum tfs_code code,
+                                tfs_status *st);
 
 /* ---- classify and regress (service-example.c, json-example.c) ------------------------------- */
 

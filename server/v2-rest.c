@@ -72,6 +72,28 @@ static void write_tensors(tfs__jw *w, const char *key, const tfs_tensor_info *ti
     tfs__jw_end_array(w);
 }
 
+enum tfs_code tfs__v2_not_ready(tfs_loader *l, const tfs__route *r, enum tfs_code code,
+                                tfs_status *st)
+{
+    tfs_version_status *vs = NULL;
+    int                 n = 0;
+    tfs_status          ms;
+    if (code != TFS_NOT_FOUND ||
+        tfs_loader_model_status(l, r->name, r->version, &vs, &n, &ms) != TFS_OK || n == 0)
+        goto done;
+    for (int i = 0; i < n; i++)
+        if (vs[i].state == TFS_VERSION_AVAILABLE)
+            goto done;   /* not found for another reason (a version the policy does not serve) */
+    char why[TFS_STATUS_MSG_MAX];
+    snprintf(why, sizeof why, "%s", vs[0].status.code != TFS_OK ? vs[0].status.msg : "");
+    code = TFS_ERR(st, TFS_UNAVAILABLE, "model '%s' version %lld is not ready: %s%s%s", r->name,
+                   (long long)vs[0].version, tfs_version_state_name(vs[0].state),
+                   why[0] ? ": " : "", why);
+done:
+    tfs_free(vs);
+    return code;
+}
+
 static enum tfs_code model_metadata(tfs_loader *l, const tfs__route *r, tfs__buf *out,
                                     tfs_status *st)
 {
@@ -83,7 +105,7 @@ static enum tfs_code model_metadata(tfs_loader *l, const tfs__route *r, tfs__buf
     enum tfs_code        code;
     tfs__jw              w;
 
-    if ((code = tfs_service_acquire(l, &spec, &s, st)) != TFS_OK ||
+    if ((code = tfs__v2_not_ready(l, r, tfs_service_acquire(l, &spec, &s, st), st)) != TFS_OK ||
         (code = tfs_service_signature(s, r->signature, TFS_API_REST, &sig, st)) != TFS_OK ||
         (code = tfs_loader_model_status(l, r->name, r->version, &vs, &n, st)) != TFS_OK)
         goto done;
@@ -134,9 +156,9 @@ static enum tfs_code model_ready(tfs_loader *l, const tfs_health *h, const tfs__
         code = TFS_ERR(st, TFS_UNAVAILABLE, "model '%s' is not ready: the server is draining",
                        r->name);
     } else if (best < 0) {
-        code = TFS_ERR(st, TFS_UNAVAILABLE, "model '%s'%s is not ready: %s", r->name,
-                       r->version >= 0 ? " (that version)" : "",
-                       n > 0 ? tfs_version_state_name(vs[0].state) : "no versions");
+        code = tfs__v2_not_ready(l, r, TFS_NOT_FOUND, st);
+        if (code == TFS_NOT_FOUND)   /* the loader knows the model but holds no version */
+            code = TFS_ERR(st, TFS_UNAVAILABLE, "model '%s' is not ready: no versions", r->name);
     } else {
         flag_document(out, "ready", true);
     }

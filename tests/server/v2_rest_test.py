@@ -17,7 +17,10 @@ over loopback with real clients (urllib, http.client, curl):
     trailing binary bytes, BYTES lengths past the end, data nested 100,000 deep and a body of
     1,000,000 open brackets (the server keeps serving);
   - the metrics count the requests under protocol "v2-rest" and the v2 method names;
-  - with batching on, concurrent infers each get their own rows back.
+  - with batching on, concurrent infers each get their own rows back; while draining, readiness
+    is 503 and liveness 200;
+  - a model whose version failed to load is 503 (ready, metadata, infer) naming its state;
+  - --max_tensor_bytes bounds a request's tensors.
 
 With --fixtures, the TensorFlow fixtures' models instead (exit 77 when absent): INT32 and UINT8
 scalars and vectors (tfjs_times_two_int, tfjs_uint8_multiply), a string-in, string-and-float-out
@@ -73,7 +76,7 @@ OUT_OF_RANGE = {"BOOL": 1, "INT8": 128, "INT16": -32769, "INT32": 2 ** 31, "INT6
 class Rest:
     """The real tfserve serving a model config file, REST on a free port; always killed."""
 
-    def __init__(self, build, config, tmp, extra=()):
+    def __init__(self, build, config, tmp, extra=(), ready="/v2/health/ready"):
         self.rest = g.free_port()
         self.log = open(os.path.join(tmp, "tfserve-v2-%d.log" % self.rest), "w+")
         self.proc = subprocess.Popen(
@@ -84,7 +87,7 @@ class Rest:
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
-                if self.get("/v2/health/ready")[0] == 200:
+                if self.get(ready)[0] == 200:
                     return
             except OSError:
                 pass
@@ -440,6 +443,54 @@ def batching_checks(a, tmp, hp2):
         s.stop()
 
 
+def not_ready_checks(a, tmp, hp2):
+    """A configured model whose only version fails to load: 503 with the state and the load
+    error, while the other model serves."""
+    broken = os.path.join(tmp, "models", "broken")
+    os.makedirs(os.path.join(broken, "1"))
+    with open(os.path.join(broken, "1", "saved_model.pb"), "wb") as f:
+        f.write(b"not a protobuf")
+    s = Rest(a.build, write_config(tmp, [("half_plus_two", hp2), ("broken", broken)]), tmp,
+             ready="/v2/models/half_plus_two/ready")
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and '"END"' not in s.request("GET", "/v1/models/broken")[2] \
+                .decode():
+            time.sleep(0.05)
+        st, js = s.get("/v2/health/ready")
+        check(st == 503 and "AVAILABLE" in js.get("error", ""), "server not ready: %d %r"
+              % (st, js))
+        expect_error(s, "ready of a model that failed to load", s.get("/v2/models/broken/ready"),
+                     503, "broken", "END")
+        expect_error(s, "metadata of a model that failed to load", s.get("/v2/models/broken"),
+                     503, "broken", "END")
+        expect_error(s, "infer on a model that failed to load",
+                     s.infer("broken", {"inputs": [inp("x", "FP32", [1], [1])]}), 503, "broken",
+                     "not ready")
+        st, js, _, _ = s.infer("half_plus_two", {"inputs": [inp("x", "FP32", [1], [4])]})
+        check(st == 200 and js["outputs"][0]["data"] == [4.0], "the other model serves: %r" % js)
+    finally:
+        s.stop()
+
+
+def budget_checks(a, tmp, hp2):
+    """--max_tensor_bytes bounds a v2 request's tensors as it bounds v1's."""
+    s = Rest(a.build, write_config(tmp, [("half_plus_two", hp2)]), tmp,
+             ["--max_tensor_bytes=64"])
+    try:
+        st, js, _, _ = s.infer("half_plus_two", {"inputs": [inp("x", "FP32", [16], [1] * 16)]})
+        check(st == 200, "16 floats within a 64-byte limit: %d %r" % (st, js))
+        expect_error(s, "17 floats over a 64-byte limit",
+                     s.infer("half_plus_two", {"inputs": [inp("x", "FP32", [17], [1] * 17)]}),
+                     400, "'x'", "64-byte limit")
+        expect_error(s, "a binary shape over the limit",
+                     s.infer("half_plus_two", {"inputs": [inp("x", "FP32", [1 << 40],
+                                                              binary_size=4)]}, b"\0" * 4),
+                     400, "'x'", "limit")
+    finally:
+        s.stop()
+
+
 def demo(a, tmp):
     models = os.path.join(tmp, "models")
     dtypes = os.path.join(models, "dtypes")
@@ -459,6 +510,8 @@ def demo(a, tmp):
     finally:
         s.stop()
     batching_checks(a, tmp, hp2)
+    not_ready_checks(a, tmp, hp2)
+    budget_checks(a, tmp, hp2)
 
 
 # ---- the TensorFlow fixtures ------------------------------------------------------------------
