@@ -9,6 +9,10 @@
  * to the loader, which batches it when batching is on; tfs__rest_call_finish encodes once the
  * completion has woken the HTTP layer), so no HTTP thread waits while a batch forms. The request
  * record travels with the pending call and is closed on the thread that encodes the answer.
+ *
+ * KServe v2's infer is the same call with another codec (v2-json.c): parsed, resolved with the
+ * same helper, decoded into the same named tensors, run the same way, encoded as v2. Its other
+ * endpoints are v2-rest.c's.
  */
 #include <pthread.h>
 #include <string.h>
