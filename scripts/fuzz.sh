@@ -21,7 +21,7 @@ JOBS=${JOBS:-2}
 BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
 DRIVERS=(fuzz_bundle_index fuzz_example fuzz_gunzip fuzz_predict_json fuzz_predict_request
-  fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_warmup)
+  fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_warmup fuzz_v2_infer)
 if [ -n "${TFS_FUZZ_DRIVERS:-}" ]; then
   read -r -a DRIVERS <<<"$TFS_FUZZ_DRIVERS"
 fi

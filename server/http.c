@@ -459,6 +459,25 @@ static int64_t deadline_for(const tfs_rest *r)
     return r->opts.timeout_ms > 0 ? tfs_batch_now_ns() + r->opts.timeout_ms * 1000000 : 0;
 }
 
+/* KServe v2's binary tensor extension: Inference-Header-Content-Length, the bytes of JSON before
+ * the binary tensors. -1 when absent, -2 when it is not a decimal number (the v2 codec says so). */
+static int64_t json_length(struct MHD_Connection *conn)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                "Inference-Header-Content-Length");
+    if (!v)
+        return -1;
+    int64_t n = 0;
+    if (!*v)
+        return -2;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9' || n > (INT64_MAX - 9) / 10)
+            return -2;
+        n = n * 10 + (*v - '0');
+    }
+    return n;
+}
+
 /* ---- handler -------------------------------------------------------------------------------- */
 
 /* v >= 0 in decimal (snprintf costs more than the rest of a small answer's headers). */
@@ -484,15 +503,21 @@ static enum MHD_Result answer(tfs_rest *r, struct MHD_Connection *conn, const ch
                      resp->body.data ? resp->body.data : "");
     else
         TFS_LOG_DEBUG(LOG_MODULE, "%s %s -> %d", method, url, resp->http_status);
-    char q[24], t[24];
-    const char *hdr[5] = {NULL};
+    char q[24], t[24], j[24];
+    const char *hdr[7] = {NULL};
+    int         h = 0;
     if (resp->queue_us >= 0) {
         int_text(resp->queue_us, q);
         int_text(resp->compute_us, t);
-        hdr[0] = "X-Tfserve-Queue-Micros";
-        hdr[1] = q;
-        hdr[2] = "X-Tfserve-Compute-Micros";
-        hdr[3] = t;
+        hdr[h++] = "X-Tfserve-Queue-Micros";
+        hdr[h++] = q;
+        hdr[h++] = "X-Tfserve-Compute-Micros";
+        hdr[h++] = t;
+    }
+    if (resp->json_len >= 0) {
+        int_text(resp->json_len, j);
+        hdr[h++] = "Inference-Header-Content-Length";
+        hdr[h++] = j;
     }
     return respond_with(r, conn, resp->http_status, resp->content_type, &resp->body, hdr);
 }
@@ -551,7 +576,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (c->too_big)
         return respond_too_big(conn, r, c, 0);
 
-    resp.queue_us = resp.compute_us = -1;
+    resp.queue_us = resp.compute_us = resp.json_len = -1;
     if (tfs__health_rest(r->opts.health, method, url, &resp) ||
         tfs__metrics_serve_http(method, url, &resp)) {
         c->answered = true;
@@ -559,10 +584,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     c->r = r;
     c->conn = conn;
+    tfs__rest_request req = {
+        .method = method,
+        .path = c->raw_url ? c->raw_url : url,
+        .body = c->body ? c->body : "",
+        .body_len = c->len,
+        .json_len = json_length(conn),
+        .deadline_ns = deadline_for(r),
+        .health = r->opts.health,
+    };
     tls_starting = c;
-    c->pending = tfs__rest_start(r->loader, method, c->raw_url ? c->raw_url : url,
-                                 c->body ? c->body : "", c->len, deadline_for(r), wake, c,
-                                 &resp);
+    c->pending = tfs__rest_start(r->loader, &req, wake, c, &resp);
     tls_starting = NULL;
     if (!c->pending) {
         c->answered = true;

@@ -9,6 +9,10 @@
  * to the loader, which batches it when batching is on; tfs__rest_call_finish encodes once the
  * completion has woken the HTTP layer), so no HTTP thread waits while a batch forms. The request
  * record travels with the pending call and is closed on the thread that encodes the answer.
+ *
+ * KServe v2's infer is the same call with another codec (v2-json.c): parsed, resolved with the
+ * same helper, decoded into the same named tensors, run the same way, encoded as v2. Its other
+ * endpoints are v2-rest.c's.
  */
 #include <pthread.h>
 #include <string.h>
@@ -26,6 +30,7 @@ static void fail(tfs__rest_response *resp, const tfs_status *st)
     /* A partly written body (or an out-of-memory one) is replaced by the error document. */
     tfs__buf_deinit(&resp->body);
     tfs__buf_init(&resp->body);
+    resp->json_len = -1;
     resp->http_status = tfs__http_status(st->code);
     resp->content_type = "application/json";
     tfs__json_error(&resp->body, st->msg);
@@ -75,10 +80,12 @@ done:
 
 /* ---- predict -------------------------------------------------------------------------------- */
 
-/* Everything a predict holds between decoding and encoding. */
+/* Everything a predict (or a v2 infer) holds between decoding and encoding. */
 typedef struct predict_call {
     tfs_servable        *servable;
     const tfs_signature *sig;
+    bool                 v2;    /* encoded by the v2 codec, as v2_req says */
+    tfs__v2_infer        v2_req;
     enum tfs__json_format fmt;
     tfs_named_tensor    *inputs;
     int                  n_inputs;
@@ -94,25 +101,35 @@ static void predict_call_deinit(predict_call *c)
     if (c->outputs != c->outputs_inline)
         tfs_free(c->outputs);
     tfs__named_tensors_free(c->inputs, c->n_inputs);
+    tfs__v2_infer_deinit(&c->v2_req);
     tfs_servable_release(c->servable);
     memset(c, 0, sizeof *c);
 }
 
+/* The servable and signature a request names: the one lookup both codecs share. */
+static enum tfs_code resolve(tfs_loader *l, const tfs__route *r, const char *sig_name,
+                             predict_call *c, tfs_status *st)
+{
+    tfs_model_spec spec = {r->name, r->version, r->label, sig_name};
+    enum tfs_code  code = tfs_service_acquire(l, &spec, &c->servable, st);
+    if (code != TFS_OK)
+        return code;
+    return tfs_service_signature(c->servable, sig_name, TFS_API_REST, &c->sig, st);
+}
+
 /* Parse, resolve, decode: everything up to the run. */
-static enum tfs_code predict_begin(tfs_loader *l, const tfs__route *r, const char *body,
-                                   size_t len, predict_call *c, tfs_status *st)
+static enum tfs_code predict_begin(tfs_loader *l, const tfs__route *r,
+                                   const tfs__rest_request *req, predict_call *c,
+                                   tfs_status *st)
 {
     tfs__jdoc     doc;
     const char   *sig_name = NULL;
     enum tfs_code code;
 
     tfs__jdoc_init(&doc);
-    if ((code = tfs__json_parse(body, len, &doc, st)) != TFS_OK ||
-        (code = tfs__json_signature_name(doc.root, &sig_name, st)) != TFS_OK)
-        goto done;
-    tfs_model_spec spec = {r->name, r->version, r->label, sig_name};
-    if ((code = tfs_service_acquire(l, &spec, &c->servable, st)) != TFS_OK ||
-        (code = tfs_service_signature(c->servable, sig_name, TFS_API_REST, &c->sig, st)) != TFS_OK)
+    if ((code = tfs__json_parse(req->body, req->body_len, &doc, st)) != TFS_OK ||
+        (code = tfs__json_signature_name(doc.root, &sig_name, st)) != TFS_OK ||
+        (code = resolve(l, r, sig_name, c, st)) != TFS_OK)
         goto done;
     code = tfs__json_decode_predict(doc.root, c->sig, sig_name, &c->fmt, &c->inputs,
                                     &c->n_inputs, st);
@@ -121,9 +138,40 @@ done:
     return code;
 }
 
-/* Encode the outputs under their signature aliases. */
-static enum tfs_code predict_finish(predict_call *c, tfs__buf *out, tfs_status *st)
+/* The same for a v2 infer: its JSON (and binary tensors) through the v2 codec. */
+static enum tfs_code infer_begin(tfs_loader *l, const tfs__route *r,
+                                 const tfs__rest_request *req, predict_call *c, tfs_status *st)
 {
+    tfs__jdoc     doc;
+    const char   *sig_name = NULL;
+    size_t        bin = 0;
+    enum tfs_code code;
+
+    c->v2 = true;
+    tfs__jdoc_init(&doc);
+    if ((code = tfs__v2_parse(req->body, req->body_len, req->json_len, &doc, &bin, &sig_name,
+                              st)) != TFS_OK ||
+        (code = tfs__v2_not_ready(l, r, resolve(l, r, sig_name, c, st), st)) != TFS_OK)
+        goto done;
+    code = tfs__v2_decode_infer(doc.root, req->body + bin, req->body_len - bin, c->sig,
+                                &c->inputs, &c->n_inputs, &c->v2_req, st);
+done:
+    tfs__jdoc_deinit(&doc);
+    return code;
+}
+
+/* Encode the outputs under their signature aliases. */
+static enum tfs_code predict_finish(predict_call *c, tfs__rest_response *resp, tfs_status *st)
+{
+    tfs__buf *out = &resp->body;
+    if (c->v2) {
+        enum tfs_code code = tfs__v2_encode_infer(&c->v2_req, tfs_servable_name(c->servable),
+                                                  tfs_servable_version(c->servable), c->sig,
+                                                  c->outputs, out, &resp->json_len, st);
+        if (code == TFS_OK && resp->json_len >= 0)
+            resp->content_type = "application/octet-stream";
+        return code;
+    }
     int               n = c->sig->n_outputs;
     tfs_named_tensor  small[8];
     tfs_named_tensor *named = n <= 8 ? small : tfs_calloc((size_t)n, sizeof *named);
@@ -183,6 +231,12 @@ static enum tfs__method route_method(enum tfs__route_kind k)
     case TFS__ROUTE_PREDICT:  return TFS__METHOD_PREDICT;
     case TFS__ROUTE_CLASSIFY: return TFS__METHOD_CLASSIFY;
     case TFS__ROUTE_REGRESS:  return TFS__METHOD_REGRESS;
+    case TFS__ROUTE_V2_SERVER:      return TFS__METHOD_SERVER_METADATA;
+    case TFS__ROUTE_V2_LIVE:        return TFS__METHOD_SERVER_LIVE;
+    case TFS__ROUTE_V2_READY:       return TFS__METHOD_SERVER_READY;
+    case TFS__ROUTE_V2_MODEL:       return TFS__METHOD_MODEL_METADATA;
+    case TFS__ROUTE_V2_MODEL_READY: return TFS__METHOD_MODEL_READY;
+    case TFS__ROUTE_V2_INFER:       return TFS__METHOD_INFER;
     }
     return TFS__METHOD_OTHER;
 }
@@ -240,10 +294,10 @@ static void finish_record(tfs__request_record *rec, enum tfs_code code, int http
     tfs__request_done(rec);
 }
 
-tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *path,
-                                const char *body, size_t body_len, int64_t deadline_ns,
+tfs__rest_call *tfs__rest_start(tfs_loader *l, const tfs__rest_request *req,
                                 tfs__rest_wake_fn wake, void *wake_ctx, tfs__rest_response *resp)
 {
+    const char     *method = req->method, *path = req->path;
     tfs_status      st;
     tfs__route      r = {0};
     tfs__rest_call *c = NULL;
@@ -253,7 +307,7 @@ tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *p
     tfs__buf_init(&resp->body);
     resp->http_status = 200;
     resp->content_type = "application/json";
-    resp->queue_us = resp->compute_us = -1;
+    resp->queue_us = resp->compute_us = resp->json_len = -1;
     if (!tfs__route_is_api(path)) {
         resp->http_status = 404;
         resp->content_type = "text/html";
@@ -276,11 +330,14 @@ tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *p
         code = model_metadata(l, &r, &resp->body, &st);
         break;
     case TFS__ROUTE_PREDICT:
+    case TFS__ROUTE_V2_INFER:
         if (!(c = tfs_calloc(1, sizeof *c))) {
             code = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "out of memory starting a predict");
             break;
         }
-        if ((code = predict_begin(l, &r, body, body_len, &c->pc, &st)) != TFS_OK)
+        code = r.kind == TFS__ROUTE_PREDICT ? predict_begin(l, &r, req, &c->pc, &st)
+                                            : infer_begin(l, &r, req, &c->pc, &st);
+        if (code != TFS_OK)
             break;
         c->pc.outputs = c->pc.sig->n_outputs <= 4
                             ? c->pc.outputs_inline
@@ -295,12 +352,19 @@ tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *p
         c->wake = wake;
         c->wake_ctx = wake_ctx;
         tfs_service_run_async(c->pc.servable, c->pc.sig, c->pc.inputs, c->pc.n_inputs,
-                              deadline_ns, predict_done, c, &c->task, &st);
+                              req->deadline_ns, predict_done, c, &c->task, &st);
         tfs__route_deinit(&r);
         return c;
     case TFS__ROUTE_CLASSIFY:
     case TFS__ROUTE_REGRESS:
-        code = classify_regress(l, &r, body, body_len, &resp->body, &st);
+        code = classify_regress(l, &r, req->body, req->body_len, &resp->body, &st);
+        break;
+    case TFS__ROUTE_V2_SERVER:
+    case TFS__ROUTE_V2_LIVE:
+    case TFS__ROUTE_V2_READY:
+    case TFS__ROUTE_V2_MODEL:
+    case TFS__ROUTE_V2_MODEL_READY:
+        code = tfs__v2_rest_get(l, req->health, &r, resp, &st);
         break;
     }
     call_free(c);
@@ -328,8 +392,9 @@ void tfs__rest_call_finish(tfs__rest_call *c, tfs__rest_response *resp)
     resp->content_type = "application/json";
     resp->queue_us = c->times.queue_us;
     resp->compute_us = c->times.compute_us;
+    resp->json_len = -1;
     if (code == TFS_OK)
-        code = predict_finish(&c->pc, &resp->body, &st);
+        code = predict_finish(&c->pc, resp, &st);
     if (code != TFS_OK)
         fail(resp, &st);
     finish_record(&c->rec, code, resp->http_status);
@@ -364,7 +429,9 @@ void tfs__rest_process(tfs_loader *l, const char *method, const char *path, cons
     sync_wake w = {.woken = false};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    tfs__rest_call *c = tfs__rest_start(l, method, path, body, body_len, 0, wake_sync, &w, resp);
+    tfs__rest_request req = {.method = method, .path = path, .body = body ? body : "",
+                             .body_len = body_len, .json_len = -1};
+    tfs__rest_call   *c = tfs__rest_start(l, &req, wake_sync, &w, resp);
     if (c) {
         pthread_mutex_lock(&w.mu);
         while (!w.woken)

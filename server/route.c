@@ -141,7 +141,8 @@ static bool match_get(const char *path, match *m)
 
 bool tfs__route_is_api(const char *path)
 {
-    return strncasecmp(path, "/v1/", 4) == 0;
+    return strncasecmp(path, "/v1/", 4) == 0 ||
+           (strncmp(path, "/v2", 3) == 0 && (path[3] == 0 || path[3] == '/' || path[3] == '?'));
 }
 
 static int hexval(char c)
@@ -246,6 +247,101 @@ bad:
                    (int)v.n, v.p);
 }
 
+/* ---- KServe v2 ------------------------------------------------------------------------------ */
+
+/* The value of ?signature_name= in a query (not unescaped), n == 0 when absent. */
+static span query_signature(const char *q)
+{
+    static const char key[] = "signature_name=";
+    while (q && *q) {
+        const char *end = strchr(q, '&');
+        size_t      n = end ? (size_t)(end - q) : strlen(q);
+        if (n >= sizeof key - 1 && strncmp(q, key, sizeof key - 1) == 0)
+            return (span){q + sizeof key - 1, n - (sizeof key - 1)};
+        q = end ? end + 1 : NULL;
+    }
+    return (span){NULL, 0};
+}
+
+/* /v2, /v2/health/{live,ready}, /v2/models/NAME[/versions/V][/ready|/infer]: exact and
+ * case-sensitive, as the spec's strings are. A version is a v2 string; tfserve's versions are
+ * numbers, so any other string names no version (404). */
+static enum tfs_code route_parse_v2(const char *method, const char *path, tfs__route *r,
+                                    tfs_status *st)
+{
+    bool        post = strcmp(method, "POST") == 0;
+    bool        get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    const char *q = strchr(path, '?');
+    size_t      n = q ? (size_t)(q - path) : strlen(path);
+    span        name = {NULL, 0}, version = {NULL, 0}, sig = {NULL, 0};
+    const char *s = path + 3, *end = path + n;
+
+    if (s == end || (s + 1 == end && *s == '/')) {
+        if (!get)
+            goto malformed;
+        r->kind = TFS__ROUTE_V2_SERVER;
+        return TFS_OK;
+    }
+    if ((size_t)(end - s) == 12 && strncmp(s, "/health/live", 12) == 0 && get) {
+        r->kind = TFS__ROUTE_V2_LIVE;
+        return TFS_OK;
+    }
+    if ((size_t)(end - s) == 13 && strncmp(s, "/health/ready", 13) == 0 && get) {
+        r->kind = TFS__ROUTE_V2_READY;
+        return TFS_OK;
+    }
+    if ((size_t)(end - s) < 8 || strncmp(s, "/models/", 8) != 0)
+        goto malformed;
+    s += 8;
+    name.p = s;
+    while (s < end && *s != '/')
+        s++;
+    name.n = (size_t)(s - name.p);
+    if (name.n == 0)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Missing model name in request.");
+    if ((size_t)(end - s) > 10 && strncmp(s, "/versions/", 10) == 0) {
+        s += 10;
+        version.p = s;
+        while (s < end && *s != '/')
+            s++;
+        version.n = (size_t)(s - version.p);
+    }
+    size_t rest = (size_t)(end - s);
+    if (rest == 0 && get) {
+        r->kind = TFS__ROUTE_V2_MODEL;
+        sig = query_signature(q ? q + 1 : NULL);
+    } else if (rest == 6 && strncmp(s, "/ready", 6) == 0 && get) {
+        r->kind = TFS__ROUTE_V2_MODEL_READY;
+    } else if (rest == 6 && strncmp(s, "/infer", 6) == 0 && post) {
+        r->kind = TFS__ROUTE_V2_INFER;
+    } else {
+        goto malformed;
+    }
+    if (version.p) {
+        span d;
+        const char *v = version.p;
+        enum tfs_code code;
+        if (version.n == 0 || !digits(&v, &d) || d.n != version.n)
+            return TFS_ERR(st, TFS_NOT_FOUND, "Model '%.*s' has no version '%.*s': tfserve's "
+                           "versions are numbers (TF Serving's version labels are /v1 only)",
+                           (int)name.n, name.p, (int)version.n, version.p);
+        if ((code = parse_version(version, &r->version, st)) != TFS_OK)
+            return code;
+    }
+    enum tfs_code code = check_piece(name, false, st);
+    if (code != TFS_OK)
+        return code;
+    size_t used = 0;
+    if (!(r->name = route_string(r, &used, name.p, name.n)) ||
+        (sig.n && !(r->signature = route_string(r, &used, sig.p, sig.n)))) {
+        tfs__route_deinit(r);
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory routing %s %s", method, path);
+    }
+    return TFS_OK;
+malformed:
+    return TFS_ERR(st, TFS_INVALID_ARGUMENT, "Malformed request: %s %s", method, path);
+}
+
 enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route *r,
                                tfs_status *st)
 {
@@ -257,6 +353,12 @@ enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route 
 
     memset(r, 0, sizeof *r);
     r->version = -1;
+    if (strncmp(path, "/v2", 3) == 0 && tfs__route_is_api(path)) {
+        if ((code = route_parse_v2(method, path, r, st)) != TFS_OK)
+            return code;
+        tfs_status_clear(st);
+        return TFS_OK;
+    }
     if (post && match_post(path, &m)) {
         /* The regex matched case-insensitively, but the verb is compared exactly. */
         if (strncmp(m.tail.p, "predict", m.tail.n) == 0 && m.tail.n == 7)
@@ -309,5 +411,7 @@ void tfs__route_deinit(tfs__route *r)
         tfs_free(r->name);
     if (!in_buf(r, r->label))
         tfs_free(r->label);
-    r->name = r->label = NULL;
+    if (!in_buf(r, r->signature))
+        tfs_free(r->signature);
+    r->name = r->label = r->signature = NULL;
 }

@@ -107,6 +107,13 @@ enum tfs__route_kind {
     TFS__ROUTE_PREDICT,      /* POST /v1/models/NAME[/versions/N|/labels/L]:predict */
     TFS__ROUTE_CLASSIFY,
     TFS__ROUTE_REGRESS,
+    /* KServe's v2 protocol (v2-rest.c): names and paths are case-sensitive, as the spec says. */
+    TFS__ROUTE_V2_SERVER,        /* GET  /v2 */
+    TFS__ROUTE_V2_LIVE,          /* GET  /v2/health/live */
+    TFS__ROUTE_V2_READY,         /* GET  /v2/health/ready */
+    TFS__ROUTE_V2_MODEL,         /* GET  /v2/models/NAME[/versions/N][?signature_name=S] */
+    TFS__ROUTE_V2_MODEL_READY,   /* GET  /v2/models/NAME[/versions/N]/ready */
+    TFS__ROUTE_V2_INFER,         /* POST /v2/models/NAME[/versions/N]/infer */
 };
 
 /* Filled in place by tfs__route_parse and not to be copied: name and label live in buf when they
@@ -116,15 +123,17 @@ typedef struct tfs__route {
     char                *name;      /* URL-unescaped, owned */
     int64_t              version;   /* -1 when absent */
     char                *label;     /* URL-unescaped, owned; NULL when absent */
+    char                *signature; /* v2 metadata's ?signature_name=, owned; NULL when absent */
     char                 buf[128];
 } tfs__route;
 
-/* True when the path is handed to the API handler at all: (?i)/v1/.* ; anything else is the
- * HTTP layer's plain 404. */
+/* True when the path is handed to the API handler at all: (?i)/v1/.* , or /v2 and /v2/.* ;
+ * anything else is the HTTP layer's plain 404. */
 bool tfs__route_is_api(const char *path);
-/* Matches TF Serving's two URL regexes. INVALID_ARGUMENT "Malformed request: METHOD PATH",
- * "Failed to convert version: N to numeric.", "Missing model name in request.". *r is set (and
- * owns its strings) only on success. */
+/* Matches TF Serving's two URL regexes, or a v2 path. INVALID_ARGUMENT "Malformed request:
+ * METHOD PATH", "Failed to convert version: N to numeric.", "Missing model name in request.";
+ * NOT_FOUND for a v2 version that is not a number (TF Serving's labels are not v2's). *r is set
+ * (and owns its strings) only on success. */
 enum tfs_code tfs__route_parse(const char *method, const char *path, tfs__route *r,
                                tfs_status *st);
 void tfs__route_deinit(tfs__route *r);
@@ -318,7 +327,22 @@ typedef struct tfs__rest_response {
     tfs__buf    body;
     int64_t     queue_us;       /* a predict's time in the batch queue and in the model run, */
     int64_t     compute_us;     /* for the X-Tfserve-*-Micros headers; -1 when none ran */
+    int64_t     json_len;       /* a v2 body with binary tensors after its JSON: the JSON's bytes,
+                                 * for Inference-Header-Content-Length; -1 otherwise */
 } tfs__rest_response;
+
+/* One REST request as the HTTP layer hands it over. */
+typedef struct tfs__rest_request {
+    const char       *method;
+    const char       *path;       /* the target as sent, query included */
+    const char       *body;
+    size_t            body_len;
+    int64_t           json_len;   /* Inference-Header-Content-Length (a v2 infer body's JSON
+                                   * bytes, binary tensors after them); -1 when absent, -2 when
+                                   * it is no decimal number */
+    int64_t           deadline_ns;   /* tfs_batch_now_ns() clock, 0 = none */
+    const tfs_health *health;     /* for v2's readiness (drain); NULL: the loader alone */
+} tfs__rest_request;
 
 /* Answers one REST request completely (routing, model lookup, JSON decode, run, encode), as TF
  * Serving's HttpRestApiHandler does, waiting for a batched predict on this thread. Never fails:
@@ -332,11 +356,10 @@ void tfs__rest_process(tfs_loader *l, const char *method, const char *path, cons
  * call, and wake(wake_ctx) runs exactly once when its outcome is in (on a batch thread, or on this
  * thread before tfs__rest_start returns, or in tfs__rest_call_cancel); after wake, and only then,
  * tfs__rest_call_finish encodes the answer into *resp, records the request and frees the call.
- * deadline_ns: tfs_batch_now_ns() clock, 0 = none; a predict not started by then is 504. */
+ * A predict or v2 infer not started by req->deadline_ns is 504. */
 typedef struct tfs__rest_call tfs__rest_call;
 typedef void (*tfs__rest_wake_fn)(void *ctx);
-tfs__rest_call *tfs__rest_start(tfs_loader *l, const char *method, const char *path,
-                                const char *body, size_t body_len, int64_t deadline_ns,
+tfs__rest_call *tfs__rest_start(tfs_loader *l, const tfs__rest_request *req,
                                 tfs__rest_wake_fn wake, void *wake_ctx, tfs__rest_response *resp);
 void tfs__rest_call_finish(tfs__rest_call *c, tfs__rest_response *resp);
 /* The client went away: cancels a call still queued (wake then runs on this thread, and the
@@ -348,6 +371,57 @@ bool tfs__rest_call_cancel(tfs__rest_call *c);
  * when h is NULL. */
 bool tfs__health_rest(const tfs_health *h, const char *method, const char *path,
                       tfs__rest_response *resp);
+
+/* ---- KServe v2 over REST (v2-json.c: the infer codec; v2-rest.c: the other endpoints) ------ */
+
+/* What an infer request asked of its answer, kept from decoding to encoding: the JSON document is
+ * dropped before the run, as v1's is. */
+typedef struct tfs__v2_infer {
+    char *id;           /* the request's "id", owned; NULL when it had none */
+    bool  binary_all;   /* parameters.binary_data_output */
+    int   n_outputs;    /* outputs asked for by name; 0: every output of the signature */
+    int  *outputs;      /* [n_outputs] indexes into sig->outputs, owned */
+    bool *binary;       /* [n_outputs] each one's binary_data, owned */
+} tfs__v2_infer;
+
+/* Parses the JSON part of an infer body: the first json_len bytes (Inference-Header-Content-Length)
+ * or, with json_len < 0, all of them. *bin_off is where the binary tensors start (len when none);
+ * *sig_name is parameters.signature_name (borrowed from doc; NULL when absent). INVALID_ARGUMENT
+ * for a header length past the body or json_len -2 (a header that is no number), the JSON parser's errors, a root that is no object, a
+ * "parameters" that is no object, a signature_name that is no string. doc must be initialised;
+ * release it with tfs__jdoc_deinit whatever the outcome. */
+enum tfs_code tfs__v2_parse(const char *body, size_t len, int64_t json_len, tfs__jdoc *doc,
+                            size_t *bin_off, const char **sig_name, tfs_status *st);
+/* Decodes "inputs" into one tensor per request input (names borrowed from sig, in request order;
+ * free with tfs__named_tensors_free), with bin[0..bin_len) the binary tensors, and "id",
+ * "outputs" and binary_data_output into *req (release with tfs__v2_infer_deinit, also after a
+ * failure). The input names get the service layer's checks before any tensor is decoded; every
+ * tensor counts against one --max_tensor_bytes budget for the request. INVALID_ARGUMENT naming
+ * the input (or output) and what was expected: datatype, shape against the data's element
+ * count, binary sizes against shape x datatype, binary bytes left over. */
+enum tfs_code tfs__v2_decode_infer(const tfs__jv *root, const char *bin, size_t bin_len,
+                                   const tfs_signature *sig, tfs_named_tensor **inputs,
+                                   int *n_inputs, tfs__v2_infer *req, tfs_status *st);
+void tfs__v2_infer_deinit(tfs__v2_infer *req);   /* NULL-safe */
+/* Writes the infer response for the signature's outputs (outputs[i] is sig->outputs[i]'s value),
+ * those req asked for: JSON, then the binary tensors of the outputs asked for in binary, in
+ * order; *json_len is the JSON's length when there are any, -1 otherwise. */
+enum tfs_code tfs__v2_encode_infer(const tfs__v2_infer *req, const char *model, int64_t version,
+                                   const tfs_signature *sig, tfs_tensor *const *outputs,
+                                   tfs__buf *out, int64_t *json_len, tfs_status *st);
+
+/* GET /v2, /v2/health/live, /v2/health/ready, /v2/models/NAME[/versions/N][/ready]: the answer
+ * into resp (status and body). Readiness is /readyz's (tfs_health_ready; the loader's alone
+ * when h is NULL); a model version is ready when it is AVAILABLE and no drain has started.
+ * Returns the request's code for the record; errors are left in st for the caller's body. */
+enum tfs_code tfs__v2_rest_get(tfs_loader *l, const tfs_health *h, const tfs__route *r,
+                               tfs__rest_response *resp, tfs_status *st);
+/* v2 answers 503 for a model that is configured but not ready, where the loader's lookup says
+ * NOT_FOUND for any version that does not serve: code, or UNAVAILABLE naming the version's state
+ * (and its load error) when code is NOT_FOUND and no version of r's model (r's version, when
+ * given) is AVAILABLE. */
+enum tfs_code tfs__v2_not_ready(tfs_loader *l, const tfs__route *r, enum tfs_code code,
+                                tfs_status *st);
 
 /* ---- classify and regress (service-example.c, json-example.c) ------------------------------- */
 

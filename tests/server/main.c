@@ -18,6 +18,7 @@ Suite *suite_server_config_file(void);
 Suite *suite_server_warmup(void);
 Suite *suite_server_lifecycle(void);
 Suite *suite_server_metrics(void);
+Suite *suite_server_v2_json(void);
 
 int main(int argc, char **argv)
 {
@@ -35,5 +36,6 @@ int main(int argc, char **argv)
     srunner_add_suite(sr, suite_server_warmup());
     srunner_add_suite(sr, suite_server_lifecycle());
     srunner_add_suite(sr, suite_server_metrics());
+    srunner_add_suite(sr, suite_server_v2_json());
     return tfs_test_run(sr, argc, argv);
 }

@@ -178,7 +178,65 @@ START_TEST(test_route_is_api)
     ck_assert(tfs__route_is_api("/V1/"));
     ck_assert(!tfs__route_is_api("/v1"));
     ck_assert(!tfs__route_is_api("/"));
-    ck_assert(!tfs__route_is_api("/v2/models/m"));
+    ck_assert(tfs__route_is_api("/v2/models/m"));
+    ck_assert(tfs__route_is_api("/v2"));
+    ck_assert(!tfs__route_is_api("/v2x"));
+    ck_assert(!tfs__route_is_api("/V2/models/m"));   /* v2's strings are case-sensitive */
+}
+END_TEST
+
+/* KServe v2 paths: each endpoint's kind, the version as a number, a label refused as no version
+ * (404), ?signature_name= on model metadata, wrong methods and case malformed. */
+START_TEST(test_route_v2)
+{
+    static const struct {
+        const char          *method, *path;
+        enum tfs__route_kind kind;
+        const char          *name;
+        int64_t              version;
+    } ok[] = {
+        {"GET", "/v2", TFS__ROUTE_V2_SERVER, NULL, -1},
+        {"GET", "/v2/", TFS__ROUTE_V2_SERVER, NULL, -1},
+        {"GET", "/v2/health/live", TFS__ROUTE_V2_LIVE, NULL, -1},
+        {"GET", "/v2/health/ready", TFS__ROUTE_V2_READY, NULL, -1},
+        {"GET", "/v2/models/m", TFS__ROUTE_V2_MODEL, "m", -1},
+        {"GET", "/v2/models/m%2Fx/versions/12", TFS__ROUTE_V2_MODEL, "m/x", 12},
+        {"GET", "/v2/models/m/ready", TFS__ROUTE_V2_MODEL_READY, "m", -1},
+        {"GET", "/v2/models/m/versions/3/ready", TFS__ROUTE_V2_MODEL_READY, "m", 3},
+        {"POST", "/v2/models/m/infer", TFS__ROUTE_V2_INFER, "m", -1},
+        {"POST", "/v2/models/m/versions/007/infer", TFS__ROUTE_V2_INFER, "m", 7},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        tfs__route r;
+        tfs_status st;
+        ck_assert_msg(tfs__route_parse(ok[i].method, ok[i].path, &r, &st) == TFS_OK, "%s: %s",
+                      ok[i].path, st.msg);
+        ck_assert_int_eq(r.kind, ok[i].kind);
+        ck_assert_int_eq(r.version, ok[i].version);
+        if (ok[i].name)
+            ck_assert_str_eq(r.name, ok[i].name);
+        else
+            ck_assert_ptr_null(r.name);
+        ck_assert_ptr_null(r.signature);
+        tfs__route_deinit(&r);
+    }
+    tfs__route r;
+    tfs_status st;
+    ck_assert_int_eq(tfs__route_parse("GET", "/v2/models/m?a=1&signature_name=s%20t", &r, &st),
+                     TFS_OK);
+    ck_assert_str_eq(r.signature, "s t");
+    tfs__route_deinit(&r);
+    ck_assert_int_eq(tfs__route_parse("GET", "/v2/models/m/versions/stable", &r, &st),
+                     TFS_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(st.msg, "labels are /v1 only"));
+    ck_assert_int_eq(tfs__route_parse("POST", "/v2/models/m/ready", &r, &st),
+                     TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(tfs__route_parse("GET", "/v2/models/m/infer", &r, &st),
+                     TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(tfs__route_parse("POST", "/v2/models/m/INFER", &r, &st),
+                     TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(tfs__route_parse("GET", "/v2/models/", &r, &st), TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(tfs__route_parse("GET", "/v2/health", &r, &st), TFS_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -244,6 +302,7 @@ Suite *suite_server_route(void)
     tcase_add_test(tc, test_route_errors);
     tcase_add_test(tc, test_route_control_characters);
     tcase_add_test(tc, test_route_is_api);
+    tcase_add_test(tc, test_route_v2);
     tcase_add_test(tc, test_route_http_status_table);
     tcase_add_test(tc, test_route_rest_answers_without_model);
     suite_add_tcase(s, tc);
