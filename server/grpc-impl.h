@@ -168,6 +168,37 @@ enum tfs_code tfs__grpc_multi_inference(tfs_loader *l, const uint8_t *in, size_t
 /* grpc.health.v1.Health/Check (grpc-health.c): takes the health state instead of the loader. */
 enum tfs_code tfs__grpc_health_check(const tfs_health *h, const uint8_t *in, size_t n,
                                      uint8_t **out, size_t *out_len, tfs_status *st);
+/* A handler that also reads the health state (NULL when the server runs without one, as in
+ * tests): grpc.health.v1 and the v2 probes. */
+typedef enum tfs_code (*tfs__grpc_state_handler)(tfs_loader *l, const tfs_health *h,
+                                                 const uint8_t *in, size_t n, uint8_t **out,
+                                                 size_t *out_len, tfs_status *st);
+/* A call answered through cb once its run completes (Predict, ModelInfer). */
+typedef void (*tfs__grpc_async_handler)(tfs_loader *l, const uint8_t *in, size_t n,
+                                        int64_t deadline_ns, tfs__grpc_predict_cb cb,
+                                        void *cb_ctx);
+
+/* KServe's v2 protocol, inference.GRPCInferenceService (grpc-v2.c). ServerLive: true while the
+ * process answers. ServerReady: tfs_health_ready (the loader's readiness without a health
+ * state). ModelReady: the version asked for (none: the latest) is AVAILABLE and no drain has
+ * started; NOT_FOUND for a model name the server does not know. ServerMetadata: "tfserve", its
+ * version. ModelMetadata: the serving_default signature's tensors. */
+enum tfs_code tfs__grpc_v2_server_live(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                       size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_server_ready(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                        size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_model_ready(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                       size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_server_metadata(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                           size_t n, uint8_t **out, size_t *out_len,
+                                           tfs_status *st);
+enum tfs_code tfs__grpc_v2_model_metadata(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                          size_t n, uint8_t **out, size_t *out_len,
+                                          tfs_status *st);
+/* ModelInfer: the request decoded into the named tensors Predict hands the service layer, run
+ * the same way (tfs__grpc_run_start), answered through cb with a ModelInferResponse. */
+void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
+                              tfs__grpc_predict_cb cb, void *cb_ctx);
 /* ModelService/HandleReloadConfigRequest: the request's ModelServerConfig through
  * tfs__config_convert (config-impl.h) into tfs_loader_reload. */
 enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
