@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "server/server-impl.h"
+#include "kserve/grpc_predict_v2.pb-c.h"
 #include "tensorflow/core/framework/tensor.pb-c.h"
 #include "tensorflow_serving/apis/inference.pb-c.h"
 #include "tensorflow_serving/apis/input.pb-c.h"
@@ -195,6 +196,14 @@ enum tfs_code tfs__grpc_v2_server_metadata(tfs_loader *l, const tfs_health *h, c
 enum tfs_code tfs__grpc_v2_model_metadata(tfs_loader *l, const tfs_health *h, const uint8_t *in,
                                           size_t n, uint8_t **out, size_t *out_len,
                                           tfs_status *st);
+/* A ModelInferRequest's inputs as named tensors (names borrowed from req), checked as Predict's
+ * are: the names against sig first (tfs__service_check_input_names, nothing decoded yet), then
+ * each tensor decoded from its typed or raw contents under the request's byte budget and checked
+ * against its signature input's dtype and shape. INVALID_ARGUMENT naming the input and why.
+ * Free *inputs with tfs__named_tensors_free(*inputs, *n_inputs). */
+enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
+                                        const tfs_signature *sig, tfs_named_tensor **inputs,
+                                        int *n_inputs, tfs_status *st);
 /* ModelInfer: the request decoded into the named tensors Predict hands the service layer, run
  * the same way (tfs__grpc_run_start), answered through cb with a ModelInferResponse. */
 void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,

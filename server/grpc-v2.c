@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kserve/grpc_predict_v2.pb-c.h"
 #include "runtime/alloc.h"
 #include "server/grpc-impl.h"
 #include "server/metrics-impl.h"
@@ -454,13 +453,9 @@ static enum tfs_code check_shape(const char *name, const tfs_tensor *t, const tf
                    tfs_shape_str(want->rank, want->dims, need, sizeof need));
 }
 
-/* The request's inputs as named tensors (names borrowed from req), checked as Predict's are: the
- * names against the signature first (tfs__service_check_input_names, nothing decoded yet), then
- * each tensor decoded under the request's byte budget and checked against its signature input's
- * dtype and shape. */
-static enum tfs_code infer_inputs(const Inference__ModelInferRequest *req,
-                                  const tfs_signature *sig, tfs_named_tensor **inputs,
-                                  int *n_inputs, tfs_status *st)
+enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
+                                        const tfs_signature *sig, tfs_named_tensor **inputs,
+                                        int *n_inputs, tfs_status *st)
 {
     size_t            n_req = req->n_inputs;
     bool              raw = req->n_raw_input_contents > 0;
@@ -508,7 +503,8 @@ static enum tfs_code infer_inputs(const Inference__ModelInferRequest *req,
                            e->n_shape, TFS_MAX_RANK);
             goto fail;
         }
-        memcpy(dims, e->shape, (size_t)rank * sizeof *dims);
+        if (rank)   /* a scalar's shape may be NULL, which memcpy may not be given */
+            memcpy(dims, e->shape, (size_t)rank * sizeof *dims);
         int64_t nelem = tfs_shape_nelem(rank, dims);
         if (nelem < 0 || (uint64_t)nelem > TFS_TENSOR_MAX_BYTES) {
             code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': shape %s is not a tensor shape",
@@ -761,7 +757,7 @@ void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_
         goto fail;
     tfs__request_note(NULL, -1, r->sig->key);   /* the metrics name the signature that ran */
     if ((code = tfs__grpc_run_outputs(r, names, n_out, &st)) != TFS_OK ||
-        (code = infer_inputs(req, r->sig, &r->inputs, &r->n_in, &st)) != TFS_OK)
+        (code = tfs__grpc_v2_infer_inputs(req, r->sig, &r->inputs, &r->n_in, &st)) != TFS_OK)
         goto fail;
     tfs_free(names);
     r->raw = req->n_raw_input_contents > 0;
