@@ -453,6 +453,40 @@ static enum tfs_code check_shape(const char *name, const tfs_tensor *t, const tf
                    tfs_shape_str(want->rank, want->dims, need, sizeof need));
 }
 
+/* One input tensor: its datatype name and shape checked, then its raw entry (raw non-NULL) or
+ * its typed contents decoded under *budget. */
+static enum tfs_code decode_input(const Inference__ModelInferRequest__InferInputTensor *e,
+                                  const ProtobufCBinaryData *raw, size_t *budget,
+                                  enum tfs_dtype *dt, tfs_tensor **out, tfs_status *st)
+{
+    int64_t dims[TFS_MAX_RANK];
+    int     rank = (int)(e->n_shape < TFS_MAX_RANK ? e->n_shape : TFS_MAX_RANK);
+
+    *dt = tfs__v2_dtype(e->datatype, strlen(e->datatype));
+    if (*dt == TFS_DTYPE_INVALID)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': unknown datatype '%s'", e->name,
+                       e->datatype);
+    if (e->n_shape > TFS_MAX_RANK)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': rank %zu is over %d", e->name,
+                       e->n_shape, TFS_MAX_RANK);
+    if (rank)   /* a scalar's shape may be NULL, which memcpy may not be given */
+        memcpy(dims, e->shape, (size_t)rank * sizeof *dims);
+    int64_t nelem = tfs_shape_nelem(rank, dims);
+    if (nelem < 0 || (uint64_t)nelem > TFS_TENSOR_MAX_BYTES)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': shape %s is not a tensor shape",
+                       e->name, tfs_shape_str(rank, dims, (char[96]){0}, 96));
+    if (!raw)
+        return from_typed(e, *dt, rank, dims, nelem, budget, out, st);
+    size_t nc[F_COUNT], sum = 0;
+    field_counts(e->contents, nc);
+    for (int k = 0; k < F_COUNT; k++)
+        sum += nc[k];
+    if (sum)
+        return TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': contents given as well as "
+                       "raw_input_contents (send one or the other)", e->name);
+    return from_raw(e, raw, *dt, rank, dims, nelem, budget, out, st);
+}
+
 enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
                                         const tfs_signature *sig, tfs_named_tensor **inputs,
                                         int *n_inputs, tfs_status *st)
@@ -488,44 +522,9 @@ enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
     size_t budget = tfs_runtime_max_tensor_bytes();   /* for all the request's tensors */
     for (size_t i = 0; i < n_req; i++) {
         const Inference__ModelInferRequest__InferInputTensor *e = req->inputs[i];
-        const char    *dtn = e->datatype;
-        enum tfs_dtype dt = tfs__v2_dtype(dtn, strlen(dtn));
-        int64_t        dims[TFS_MAX_RANK];
-        int            rank = (int)(e->n_shape < TFS_MAX_RANK ? e->n_shape : TFS_MAX_RANK);
-
-        if (dt == TFS_DTYPE_INVALID) {
-            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': unknown datatype '%s'",
-                           e->name, dtn);
-            goto fail;
-        }
-        if (e->n_shape > TFS_MAX_RANK) {
-            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': rank %zu is over %d", e->name,
-                           e->n_shape, TFS_MAX_RANK);
-            goto fail;
-        }
-        if (rank)   /* a scalar's shape may be NULL, which memcpy may not be given */
-            memcpy(dims, e->shape, (size_t)rank * sizeof *dims);
-        int64_t nelem = tfs_shape_nelem(rank, dims);
-        if (nelem < 0 || (uint64_t)nelem > TFS_TENSOR_MAX_BYTES) {
-            code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': shape %s is not a tensor shape",
-                           e->name, tfs_shape_str(rank, dims, (char[96]){0}, 96));
-            goto fail;
-        }
-        if (raw) {
-            size_t nc[F_COUNT], sum = 0;
-            field_counts(e->contents, nc);
-            for (int k = 0; k < F_COUNT; k++)
-                sum += nc[k];
-            if (sum) {
-                code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': contents given as well as "
-                               "raw_input_contents (send one or the other)", e->name);
-                goto fail;
-            }
-            code = from_raw(e, &req->raw_input_contents[i], dt, rank, dims, nelem, &budget,
+        enum tfs_dtype                                        dt;
+        code = decode_input(e, raw ? &req->raw_input_contents[i] : NULL, &budget, &dt,
                             &in[n].tensor, st);
-        } else {
-            code = from_typed(e, dt, rank, dims, nelem, &budget, &in[n].tensor, st);
-        }
         if (code != TFS_OK)
             goto fail;
         in[n++].name = e->name;
@@ -536,7 +535,7 @@ enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
         if (want != TFS_DTYPE_INVALID && dt != want) {
             const char *w = tfs__v2_datatype(want);
             code = TFS_ERR(st, TFS_INVALID_ARGUMENT, "input '%s': expected datatype %s, got %s",
-                           e->name, w ? w : tfs_dtype_name(want), dtn);
+                           e->name, w ? w : tfs_dtype_name(want), e->datatype);
             goto fail;
         }
         if (k >= 0 && (code = check_shape(e->name, in[n - 1].tensor, &sig->inputs[k].shape,
