@@ -20,8 +20,8 @@ DURATION=${1:-20}
 JOBS=${JOBS:-2}
 BUILD=${TFS_FUZZ_BUILD:-build-fuzz}
 FIXTURES=${TFS_FIXTURES:-../shared/fixtures}
-DRIVERS=(fuzz_bundle_index fuzz_example fuzz_gunzip fuzz_predict_json fuzz_predict_request
-  fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_warmup fuzz_v2_infer)
+DRIVERS=(fuzz_bundle_index fuzz_example fuzz_gunzip fuzz_infer_request fuzz_predict_json
+  fuzz_predict_request fuzz_saved_model fuzz_textformat fuzz_train_config fuzz_v2_infer fuzz_warmup)
 if [ -n "${TFS_FUZZ_DRIVERS:-}" ]; then
   read -r -a DRIVERS <<<"$TFS_FUZZ_DRIVERS"
 fi
@@ -52,6 +52,7 @@ pbtxt_type() {
     fuzz_example)     echo "tensorflow/core/example/example.proto tensorflow.Example" ;;
     fuzz_predict_request)
       echo "tensorflow_serving/apis/predict.proto tensorflow.serving.PredictRequest" ;;
+    fuzz_infer_request) echo "kserve/grpc_predict_v2.proto inference.ModelInferRequest" ;;
     *)                echo "" ;;
   esac
 }

@@ -12,6 +12,7 @@ pkgs=(
   valgrind clang libclang-rt-14-dev
   podman runc debootstrap
   prometheus
+  nghttp2-client
 )
 
 SUDO=""

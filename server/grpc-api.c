@@ -122,7 +122,7 @@ Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_ser
     return ms->name ? ms : NULL;
 }
 
-/* ---- Predict -------------------------------------------------------------------------------- */
+/* ---- output selection and Predict's inputs ------------------------------------------------- */
 
 /* The outputs to return, in response order: output_filter (checked as TF Serving does) or all.
  * The aliases are looked up in a hash map, so a filter of any length costs its length. */
@@ -268,31 +268,83 @@ fail:
     return code;
 }
 
-/* A Predict between its submit and its answer. */
-typedef struct predict_call {
-    Tensorflow__Serving__PredictRequest *req;
-    tfs_servable                        *s;
-    const tfs_signature                 *sig;
-    tfs_named_tensor                    *inputs;
-    int                                  n_in;
-    int                                 *idx;
-    int                                  n_idx;
-    tfs__grpc_predict_cb                 cb;
-    void                                *cb_ctx;
-} predict_call;
+/* ---- a model run on behalf of a call: Predict and ModelInfer ------------------------------- */
 
-static void predict_call_free(predict_call *p)
+tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_predict_cb cb,
+                                 void *cb_ctx)
 {
-    if (!p)
-        return;
-    tfs__named_tensors_free(p->inputs, p->n_in);
-    tfs_free(p->idx);
-    tfs_servable_release(p->s);
-    tfs__grpc_free_unpacked(p->req);
-    tfs_free(p);
+    tfs__grpc_run *r = tfs_calloc(1, sizeof *r);
+    if (r) {
+        r->encode = encode;
+        r->cb = cb;
+        r->cb_ctx = cb_ctx;
+    }
+    return r;
 }
 
-static enum tfs_code encode_predict(predict_call *p, tfs_tensor **outputs, uint8_t **out,
+static void run_free(tfs__grpc_run *r)
+{
+    if (!r)
+        return;
+    tfs__named_tensors_free(r->inputs, r->n_in);
+    tfs_free(r->idx);
+    tfs_servable_release(r->s);
+    tfs__grpc_free_unpacked(r->req);
+    tfs_free(r);
+}
+
+void tfs__grpc_run_fail(tfs__grpc_run *r, enum tfs_code code, const tfs_status *st)
+{
+    tfs__grpc_predict_cb cb = r->cb;
+    void                *cb_ctx = r->cb_ctx;
+    tfs_run_times        t = {0};
+    tfs_status           est = st ? *st : (tfs_status){.code = code};
+    run_free(r);
+    cb(cb_ctx, code, &est, NULL, 0, &t);
+}
+
+enum tfs_code tfs__grpc_run_outputs(tfs__grpc_run *r, char *const *names, size_t n_names,
+                                    tfs_status *st)
+{
+    const tfs_signature *sig = r->sig;
+    r->idx = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1), sizeof *r->idx);
+    if (!r->idx)
+        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory selecting the outputs");
+    return select_outputs(sig, names, n_names, r->idx, &r->n_idx, st);
+}
+
+/* tfs_servable_done_fn: encode, drop everything the request held, then hand the bytes on. */
+static void run_done(void *ctx, enum tfs_code code, const tfs_status *st, tfs_tensor **outputs,
+                     int n_outputs, const tfs_run_times *t)
+{
+    tfs__grpc_run       *r = ctx;
+    uint8_t             *out = NULL;
+    size_t               out_len = 0;
+    tfs_status           est;
+    tfs__grpc_predict_cb cb = r->cb;
+    void                *cb_ctx = r->cb_ctx;
+
+    if (code == TFS_OK)
+        code = r->encode(r, outputs, &out, &out_len, &est);
+    else
+        est = st ? *st : (tfs_status){.code = code};
+    for (int i = 0; i < n_outputs; i++)
+        tfs_tensor_unref(outputs[i]);
+    run_free(r);
+    cb(cb_ctx, code, &est, out, out_len, t);
+}
+
+void tfs__grpc_run_start(tfs__grpc_run *r, int64_t deadline_ns)
+{
+    tfs_status st;
+    /* run_done runs exactly once from here, maybe before this returns, with the reason of a
+     * failure in its status (the one passed here when the failure is found before queueing). */
+    tfs_service_run_async(r->s, r->sig, r->inputs, r->n_in, deadline_ns, run_done, r, NULL, &st);
+}
+
+/* ---- Predict -------------------------------------------------------------------------------- */
+
+static enum tfs_code encode_predict(const tfs__grpc_run *p, tfs_tensor **outputs, uint8_t **out,
                                     size_t *out_len, tfs_status *st)
 {
     tfs__arena    a;
@@ -326,72 +378,39 @@ done:
     return code;
 }
 
-/* tfs_servable_done_fn: encode, drop everything the request held, then hand the bytes on. */
-static void predict_done(void *ctx, enum tfs_code code, const tfs_status *st,
-                         tfs_tensor **outputs, int n_outputs, const tfs_run_times *t)
-{
-    predict_call *p = ctx;
-    uint8_t      *out = NULL;
-    size_t        out_len = 0;
-    tfs_status    est;
-    tfs__grpc_predict_cb cb = p->cb;
-    void         *cb_ctx = p->cb_ctx;
-
-    if (code == TFS_OK)
-        code = encode_predict(p, outputs, &out, &out_len, &est);
-    else
-        est = st ? *st : (tfs_status){.code = code};
-    for (int i = 0; i < n_outputs; i++)
-        tfs_tensor_unref(outputs[i]);
-    predict_call_free(p);
-    cb(cb_ctx, code, &est, out, out_len, t);
-}
-
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
                              tfs__grpc_predict_cb cb, void *cb_ctx)
 {
-    predict_call  *p = tfs_calloc(1, sizeof *p);
+    tfs__grpc_run *p = tfs__grpc_run_new(encode_predict, cb, cb_ctx);
     tfs_model_spec spec;
     tfs_status     st;
-    tfs_run_times  t = {0};
     enum tfs_code  code;
 
     if (!p) {
+        tfs_run_times t = {0};
         code = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
         cb(cb_ctx, code, &st, NULL, 0, &t);
         return;
     }
-    p->cb = cb;
-    p->cb_ctx = cb_ctx;
-    p->req = (Tensorflow__Serving__PredictRequest *)tfs__grpc_unpack(
-        &tensorflow__serving__predict_request__descriptor, in, n, &st);
-    if (!p->req) {
+    p->req = tfs__grpc_unpack(&tensorflow__serving__predict_request__descriptor, in, n, &st);
+    const Tensorflow__Serving__PredictRequest *req =
+        (const Tensorflow__Serving__PredictRequest *)p->req;
+    if (!req) {
         code = st.code;
         goto fail;
     }
-    const Tensorflow__Serving__PredictRequest *req = p->req;
     if ((code = tfs__grpc_read_spec(req->model_spec, &spec, &st)) != TFS_OK ||
         (code = tfs_service_acquire(l, &spec, &p->s, &st)) != TFS_OK ||
         (code = tfs_service_signature(p->s, spec.signature_name, TFS_API_GRPC, &p->sig, &st)) !=
-            TFS_OK)
-        goto fail;
-    p->idx = tfs_calloc((size_t)(p->sig->n_outputs > 0 ? p->sig->n_outputs : 1), sizeof *p->idx);
-    if (!p->idx) {
-        code = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
-        goto fail;
-    }
-    if ((code = select_outputs(p->sig, req->output_filter, req->n_output_filter, p->idx,
-                               &p->n_idx, &st)) != TFS_OK ||
+            TFS_OK ||
+        (code = tfs__grpc_run_outputs(p, req->output_filter, req->n_output_filter, &st)) !=
+            TFS_OK ||
         (code = tfs__grpc_predict_inputs(req, p->sig, &p->inputs, &p->n_in, &st)) != TFS_OK)
         goto fail;
-    /* predict_done runs exactly once from here, maybe before this returns, with the reason of a
-     * failure in its status (the one passed here when the failure is found before queueing). */
-    tfs_service_run_async(p->s, p->sig, p->inputs, p->n_in, deadline_ns, predict_done, p, NULL,
-                          &st);
+    tfs__grpc_run_start(p, deadline_ns);
     return;
 fail:
-    predict_call_free(p);
-    cb(cb_ctx, code, &st, NULL, 0, &t);
+    tfs__grpc_run_fail(p, code, &st);
 }
 
 /* The synchronous form (bytes in, bytes out) waits on this thread. */

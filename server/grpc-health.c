@@ -1,7 +1,7 @@
 /* grpc.health.v1.Health/Check, gRPC's standard health protocol, as grpc's own health service
  * answers it: the empty service name is the server as a whole; the services tfserve implements
- * (tensorflow.serving.PredictionService and ModelService) report the same status, because every
- * one of their methods needs the models; any other name is NOT_FOUND "service name unknown".
+ * (tensorflow.serving.PredictionService and ModelService, KServe's
+ * inference.GRPCInferenceService) report the same status, because their methods need the models; any other name is NOT_FOUND "service name unknown".
  * SERVING when tfs_health_ready (every model has an AVAILABLE version, no drain started),
  * NOT_SERVING otherwise, the same rule as REST's /readyz. Watch is not registered, so it is
  * answered UNIMPLEMENTED by the generic handler of grpc.c.
@@ -18,6 +18,7 @@ static const char *const services[] = {
     "",
     "tensorflow.serving.PredictionService",
     "tensorflow.serving.ModelService",
+    "inference.GRPCInferenceService",
 };
 
 enum tfs_code tfs__grpc_health_check(const tfs_health *h, const uint8_t *in, size_t n,

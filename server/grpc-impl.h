@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "server/server-impl.h"
+#include "kserve/grpc_predict_v2.pb-c.h"
 #include "tensorflow/core/framework/tensor.pb-c.h"
 #include "tensorflow_serving/apis/inference.pb-c.h"
 #include "tensorflow_serving/apis/input.pb-c.h"
@@ -70,6 +71,51 @@ enum tfs_code tfs__grpc_read_spec(const Tensorflow__Serving__ModelSpec *ms, tfs_
 Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_servable *s,
                                                    const char *signature_name);
 
+/* ---- a model run on behalf of a call (grpc-api.c): Predict and ModelInfer ------------------- */
+
+/* How a call's answer comes back: cb runs exactly once (on a batch thread, or on the calling
+ * thread before the call that starts the run returns) with the packed response (*out
+ * tfs_malloc'ed, the callee owns it; NULL on an error) or the error, and the run's times.
+ * Everything the request held is released before cb runs. */
+typedef void (*tfs__grpc_predict_cb)(void *ctx, enum tfs_code code, const tfs_status *st,
+                                     uint8_t *out, size_t out_len, const tfs_run_times *t);
+
+typedef struct tfs__grpc_run tfs__grpc_run;
+/* Packs the response from the signature's outputs (all of them, in signature order; the call
+ * answers r->idx[0..r->n_idx-1]). Runs on the thread that completes the run. */
+typedef enum tfs_code (*tfs__grpc_encode_fn)(const tfs__grpc_run *r, tfs_tensor **outputs,
+                                            uint8_t **out, size_t *out_len, tfs_status *st);
+
+/* One request between its decoding and its answer: the front ends fill it, hand it to the service
+ * layer (tfs_service_run_async: the input checks, batching, the deadline, metrics notes) and get
+ * the encoded answer through cb. Everything in it is owned by it. */
+struct tfs__grpc_run {
+    ProtobufCMessage    *req;       /* the unpacked request; inputs' names may point into it */
+    tfs_servable        *s;         /* the handle the request acquired */
+    const tfs_signature *sig;       /* borrowed from s */
+    tfs_named_tensor    *inputs;
+    int                  n_in;
+    int                 *idx;       /* the signature outputs to answer, in answer order */
+    int                  n_idx;
+    bool                 raw;       /* ModelInfer: the request sent raw_input_contents */
+    tfs__grpc_encode_fn  encode;
+    tfs__grpc_predict_cb cb;
+    void                *cb_ctx;
+};
+
+/* NULL when out of memory (the caller then answers cb itself). */
+tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_predict_cb cb,
+                                 void *cb_ctx);
+/* r->idx from the names asked for (none: every output, in signature order), with TF Serving's
+ * output_filter checks and texts (an alias the signature lacks, one given twice). Needs r->sig. */
+enum tfs_code tfs__grpc_run_outputs(tfs__grpc_run *r, char *const *names, size_t n_names,
+                                    tfs_status *st);
+/* Hands r (s, sig, inputs and idx filled) to the service layer; r belongs to the run from here
+ * and cb answers. deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
+void tfs__grpc_run_start(tfs__grpc_run *r, int64_t deadline_ns);
+/* Frees r and answers cb with the error. */
+void tfs__grpc_run_fail(tfs__grpc_run *r, enum tfs_code code, const tfs_status *st);
+
 /* ---- request pieces (grpc-api.c, grpc-example.c), also used by model warmup (warmup.c) ------- */
 
 /* A PredictRequest's inputs as named tensors (names borrowed from req; a map key sent twice: the
@@ -104,12 +150,8 @@ typedef enum tfs_code (*tfs__grpc_handler)(tfs_loader *l, const uint8_t *in, siz
 
 enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
                                 size_t *out_len, tfs_status *st);
-/* Predict without waiting for its batch: cb runs exactly once (on a batch thread, or on this
- * thread before the return) with the packed PredictResponse (*out tfs_malloc'ed, the callee owns
- * it; NULL on an error) or the error, and the run's times. Everything the request held is
- * released before cb runs. deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
-typedef void (*tfs__grpc_predict_cb)(void *ctx, enum tfs_code code, const tfs_status *st,
-                                     uint8_t *out, size_t out_len, const tfs_run_times *t);
+/* Predict without waiting for its batch: the PredictResponse comes through cb (see
+ * tfs__grpc_predict_cb). deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
                              tfs__grpc_predict_cb cb, void *cb_ctx);
 enum tfs_code tfs__grpc_metadata(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
@@ -127,6 +169,45 @@ enum tfs_code tfs__grpc_multi_inference(tfs_loader *l, const uint8_t *in, size_t
 /* grpc.health.v1.Health/Check (grpc-health.c): takes the health state instead of the loader. */
 enum tfs_code tfs__grpc_health_check(const tfs_health *h, const uint8_t *in, size_t n,
                                      uint8_t **out, size_t *out_len, tfs_status *st);
+/* A handler that also reads the health state (NULL when the server runs without one, as in
+ * tests): grpc.health.v1 and the v2 probes. */
+typedef enum tfs_code (*tfs__grpc_state_handler)(tfs_loader *l, const tfs_health *h,
+                                                 const uint8_t *in, size_t n, uint8_t **out,
+                                                 size_t *out_len, tfs_status *st);
+/* A call answered through cb once its run completes (Predict, ModelInfer). */
+typedef void (*tfs__grpc_async_handler)(tfs_loader *l, const uint8_t *in, size_t n,
+                                        int64_t deadline_ns, tfs__grpc_predict_cb cb,
+                                        void *cb_ctx);
+
+/* KServe's v2 protocol, inference.GRPCInferenceService (grpc-v2.c). ServerLive: true while the
+ * process answers. ServerReady: tfs_health_ready (the loader's readiness without a health
+ * state). ModelReady: the version asked for (none: the latest) is AVAILABLE and no drain has
+ * started; NOT_FOUND for a model name the server does not know. ServerMetadata: "tfserve", its
+ * version. ModelMetadata: the serving_default signature's tensors. */
+enum tfs_code tfs__grpc_v2_server_live(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                       size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_server_ready(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                        size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_model_ready(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                       size_t n, uint8_t **out, size_t *out_len, tfs_status *st);
+enum tfs_code tfs__grpc_v2_server_metadata(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                           size_t n, uint8_t **out, size_t *out_len,
+                                           tfs_status *st);
+enum tfs_code tfs__grpc_v2_model_metadata(tfs_loader *l, const tfs_health *h, const uint8_t *in,
+                                          size_t n, uint8_t **out, size_t *out_len,
+                                          tfs_status *st);
+/* A ModelInferRequest's inputs as named tensors (names borrowed from req), checked as Predict's
+ * are: the names against sig first (tfs__service_check_input_names, nothing decoded yet), then
+ * each tensor decoded from its typed or raw contents under the request's byte budget and checked
+ * against its signature input's dtype and shape. INVALID_ARGUMENT naming the input and why.
+ * Free *inputs with tfs__named_tensors_free(*inputs, *n_inputs). */
+enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
+                                        const tfs_signature *sig, tfs_named_tensor **inputs,
+                                        int *n_inputs, tfs_status *st);
+/* ModelInfer: the request decoded into the named tensors Predict hands the service layer, run
+ * the same way (tfs__grpc_run_start), answered through cb with a ModelInferResponse. */
+void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
+                              tfs__grpc_predict_cb cb, void *cb_ctx);
 /* ModelService/HandleReloadConfigRequest: the request's ModelServerConfig through
  * tfs__config_convert (config-impl.h) into tfs_loader_reload. */
 enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,

@@ -7,8 +7,9 @@
  * request bytes into response bytes through the service layer; a call whose deadline has passed
  * when it is taken off the queue is answered DEADLINE_EXCEEDED without running one.
  *
- * Predict is the exception to "handlers run here": it is decoded and validated on the CQ thread,
- * handed to the loader (tfs__grpc_predict_async) and answered from the completion callback,
+ * Predict and v2's ModelInfer are the exception to "handlers run here": they are decoded and
+ * validated on the CQ thread, handed to the loader (tfs__grpc_predict_async,
+ * tfs__grpc_v2_infer_async) and answered from the completion callback,
  * which may run on a batch thread: grpc_call_start_batch is thread-safe, the call stays counted
  * in `live` and `active` until the CQ thread sees that batch complete, so drain and shutdown wait
  * for queued predicts. The call's deadline becomes the task's deadline (not started by then:
@@ -56,20 +57,35 @@
 /* Our defaults (message limits, no SO_REUSEPORT) plus what --grpc_channel_arguments adds. */
 #define MAX_CHANNEL_ARGS 64
 
+/* Exactly one of the handlers is set. */
 typedef struct method {
-    const char       *path;
-    tfs__grpc_handler handler;   /* NULL: the health check, answered from the health state */
+    const char              *path;
+    tfs__grpc_handler        handler;   /* runs on the CQ thread */
+    tfs__grpc_state_handler  state;     /* the same, reading the health state too */
+    tfs__grpc_async_handler  async;     /* answered from the run's completion (see answer) */
 } method;
 
+static enum tfs_code health_check(tfs_loader *l, const tfs_health *h, const uint8_t *in, size_t n,
+                                  uint8_t **out, size_t *out_len, tfs_status *st);
+
+#define V2 "/inference.GRPCInferenceService/"
 static const method methods[] = {
-    {"/tensorflow.serving.PredictionService/Predict", tfs__grpc_predict},
-    {"/tensorflow.serving.PredictionService/GetModelMetadata", tfs__grpc_metadata},
-    {"/tensorflow.serving.PredictionService/Classify", tfs__grpc_classify},
-    {"/tensorflow.serving.PredictionService/Regress", tfs__grpc_regress},
-    {"/tensorflow.serving.PredictionService/MultiInference", tfs__grpc_multi_inference},
-    {"/tensorflow.serving.ModelService/GetModelStatus", tfs__grpc_model_status},
-    {"/tensorflow.serving.ModelService/HandleReloadConfigRequest", tfs__grpc_reload_config},
-    {"/grpc.health.v1.Health/Check", NULL},
+    {"/tensorflow.serving.PredictionService/Predict", NULL, NULL, tfs__grpc_predict_async},
+    {"/tensorflow.serving.PredictionService/GetModelMetadata", tfs__grpc_metadata, NULL, NULL},
+    {"/tensorflow.serving.PredictionService/Classify", tfs__grpc_classify, NULL, NULL},
+    {"/tensorflow.serving.PredictionService/Regress", tfs__grpc_regress, NULL, NULL},
+    {"/tensorflow.serving.PredictionService/MultiInference", tfs__grpc_multi_inference, NULL,
+     NULL},
+    {"/tensorflow.serving.ModelService/GetModelStatus", tfs__grpc_model_status, NULL, NULL},
+    {"/tensorflow.serving.ModelService/HandleReloadConfigRequest", tfs__grpc_reload_config, NULL,
+     NULL},
+    {"/grpc.health.v1.Health/Check", NULL, health_check, NULL},
+    {V2 "ServerLive", NULL, tfs__grpc_v2_server_live, NULL},
+    {V2 "ServerReady", NULL, tfs__grpc_v2_server_ready, NULL},
+    {V2 "ModelReady", NULL, tfs__grpc_v2_model_ready, NULL},
+    {V2 "ServerMetadata", NULL, tfs__grpc_v2_server_metadata, NULL},
+    {V2 "ModelMetadata", NULL, tfs__grpc_v2_model_metadata, NULL},
+    {V2 "ModelInfer", NULL, NULL, tfs__grpc_v2_infer_async},
 };
 
 #define N_METHODS ((int)(sizeof methods / sizeof methods[0]))
@@ -189,7 +205,19 @@ static void slice_free(void *p)
 static void send_answer(call *c, enum tfs_code code, const tfs_status *st, uint8_t *out,
                         size_t out_len, const tfs_run_times *t);
 
-/* tfs__grpc_predict_cb: a Predict's answer, on a batch thread or on the CQ thread. */
+/* grpc.health.v1 is served only with a health state (UNIMPLEMENTED, as an unknown method,
+ * without one). */
+static enum tfs_code health_check(tfs_loader *l, const tfs_health *h, const uint8_t *in, size_t n,
+                                  uint8_t **out, size_t *out_len, tfs_status *st)
+{
+    (void)l;
+    if (!h)
+        return TFS_ERR(st, TFS_UNIMPLEMENTED, "Method not found: /grpc.health.v1.Health/Check");
+    return tfs__grpc_health_check(h, in, n, out, out_len, st);
+}
+
+/* tfs__grpc_predict_cb: a Predict's or ModelInfer's answer, on a batch thread or on the CQ
+ * thread. */
 static void predict_answered(void *ctx, enum tfs_code code, const tfs_status *st, uint8_t *out,
                              size_t out_len, const tfs_run_times *t)
 {
@@ -239,20 +267,17 @@ static void answer(call *c)
             grpc_slice     in = grpc_byte_buffer_reader_readall(&r);
             const method  *m = &methods[c->method];
             grpc_byte_buffer_reader_destroy(&r);
-            if (m->handler == tfs__grpc_predict) {
+            if (m->async) {
                 tfs__request_record *rec = &c->rec;
-                tfs__grpc_predict_async(g->loader, GRPC_SLICE_START_PTR(in),
-                                        GRPC_SLICE_LENGTH(in), deadline_ns(c), predict_answered,
-                                        c);
+                m->async(g->loader, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in),
+                         deadline_ns(c), predict_answered, c);
                 tfs__request_detach(rec);   /* compares the pointer only: c may be gone */
                 grpc_slice_unref(in);
                 return;
             }
-            if (!m->handler && !g->health)
-                code = TFS_ERR(&st, TFS_UNIMPLEMENTED, "Method not found: %s", m->path);
-            else if (!m->handler)
-                code = tfs__grpc_health_check(g->health, GRPC_SLICE_START_PTR(in),
-                                              GRPC_SLICE_LENGTH(in), &out, &out_len, &st);
+            if (m->state)
+                code = m->state(g->loader, g->health, GRPC_SLICE_START_PTR(in),
+                                GRPC_SLICE_LENGTH(in), &out, &out_len, &st);
             else
                 code = m->handler(g->loader, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in),
                                   &out, &out_len, &st);
