@@ -12,7 +12,7 @@ pkgs=(
   valgrind clang libclang-rt-14-dev
   podman runc debootstrap
   prometheus
-  python3-yaml
+  python3-yaml nginx
 )
 # kubectl for the manifest checks (tests/deploy): Debian's kubernetes-client, unless a kubectl is
 # already on PATH (another kubectl package conflicts with it).
