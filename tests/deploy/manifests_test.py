@@ -143,7 +143,8 @@ def check_container(where, kind, spec, c, how, known, defaults, annotations, met
         check(int(p["containerPort"]) in (grpc_port, rest_port),
               "%s: containerPort %s is neither --port=%d nor --rest_api_port=%d"
               % (name, p["containerPort"], grpc_port, rest_port))
-    check(rest_port in declared.values(), "%s: the REST port %d is not declared" % (name, rest_port))
+    check(rest_port in declared.values(),
+          "%s: the REST port %d is not declared" % (name, rest_port))
     if kind == "Deployment":
         check(grpc_port in declared.values(), "%s: the gRPC port %d is not declared"
               % (name, grpc_port))
@@ -237,8 +238,8 @@ def selects(selector, labels):
     return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
 
 
-def check_live(build, deployment, container, ports, hpa_metrics, grace, tmp):
-    """The Deployment's command line, served by the build's tfserve on loopback."""
+def check_live(build, name, container, hpa_metrics, grace, tmp):
+    """Deployment name's command line, served by the build's tfserve on loopback."""
     tfserve = os.path.join(build, "server", "tfserve")
     flags, _ = parse_args(container.get("args") or [])
     env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
@@ -262,7 +263,8 @@ def check_live(build, deployment, container, ports, hpa_metrics, grace, tmp):
                     ready = r.status == 200
             except (urllib.error.URLError, OSError):
                 time.sleep(0.1)
-        check(ready, "the Deployment's args: /readyz never answered 200 (exit %s)" % p.poll())
+        check(ready, "Deployment %s's args: /readyz never answered 200 (exit %s)"
+              % (name, p.poll()))
         if ready:
             with urllib.request.urlopen(base + flags["metrics_path"], timeout=10) as r:
                 page = r.read().decode()
@@ -278,8 +280,12 @@ def check_live(build, deployment, container, ports, hpa_metrics, grace, tmp):
             rc = None
         dt = time.time() - t0
         check(rc == 0 and dt < grace, "SIGTERM: exit %s after %.1fs (grace %ds)" % (rc, dt, grace))
-        print("the Deployment's command line: ready, metrics %s, exit %s %.1fs after SIGTERM"
-              % (sorted(hpa_metrics), rc, dt), flush=True)
+        # tfserve warns about an unknown flag and goes on, so a misspelt one would serve silently.
+        log.seek(0)
+        unknown = [l for l in log.read().splitlines() if "unknown argument" in l]
+        check(not unknown, "Deployment %s's args: %s" % (name, unknown))
+        print("Deployment %s's command line: ready, metrics %s, exit %s %.1fs after SIGTERM"
+              % (name, sorted(hpa_metrics), rc, dt), flush=True)
     finally:
         if p.poll() is None:
             p.kill()
@@ -387,8 +393,8 @@ def main():
 
     if os.access(tfserve, os.X_OK):
         with tempfile.TemporaryDirectory(prefix="tfs-manifests-") as tmp:
-            for name, (labels, c, ports, grace) in deployments.items():
-                check_live(a.build, name, c, ports, hpa_metrics, grace, tmp)
+            for name, (_, c, _, grace) in deployments.items():
+                check_live(a.build, name, c, hpa_metrics, grace, tmp)
     print("%d passed, %d failed" % (gct.PASSED, gct.FAILED), flush=True)
     return 1 if gct.FAILED else 0
 
