@@ -454,7 +454,9 @@ def main():
         endpoints.finish()
         print("nginx reloaded %d times as replicas left and rejoined" % endpoints.reloads,
               flush=True)
-        check(endpoints.reloads == 2 * REPLICAS, "nginx reloaded %d times, not %d"
+        # At least one reload as each replica left and one as it came back (a probe that timed
+        # out on a busy machine may add some).
+        check(endpoints.reloads >= 2 * REPLICAS, "nginx reloaded %d times, fewer than %d"
               % (endpoints.reloads, 2 * REPLICAS))
 
         for what, n in sorted(load.notes.items()):
