@@ -12,8 +12,11 @@ pkgs=(
   valgrind clang libclang-rt-14-dev
   podman runc debootstrap
   prometheus
-  nghttp2-client
+  nghttp2-client python3-yaml nginx
 )
+# kubectl for the manifest checks (tests/deploy): Debian's kubernetes-client, unless a kubectl is
+# already on PATH (another kubectl package conflicts with it).
+if ! command -v kubectl >/dev/null 2>&1; then pkgs+=(kubernetes-client); fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
