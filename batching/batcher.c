@@ -8,7 +8,13 @@
  * A batch thread takes the first ready batch, round-robin over queues: with the adaptive scheduler
  * any batch, since the thread asking is free (a batch grows only while every thread is busy, and is
  * taken whole when one frees); with the fixed one a batch that is closed, whose first task waited
- * batch_timeout, or whose queue is closing. Taking it moves its pieces from QUEUED to
+ * batch_timeout, or whose queue is closing. A large split task fills many batches of its own
+ * ("bulk" batches), all closed, so a task submitted after it starts a new batch behind them; in
+ * strict order it would wait for every one of them. Instead, when the last batch taken from a
+ * queue was a bulk batch of task T, the next pick there prefers the first ready batch that is not
+ * T's bulk: T's batches and the others' alternate, a small task waits for at most one of T's
+ * batches per thread, and T (reassembled in row order whatever order its pieces run in) still
+ * gets every other batch. Taking it moves its pieces from QUEUED to
  * RUNNING (pieces past their deadline, or of a task that already failed, are completed instead),
  * so a cancel never races with a run. When the last piece of a task completes the task is finished:
  * its done callback runs once, outside the lock, and the batcher's reference is dropped.
@@ -268,15 +274,38 @@ static bool batch_ready(const tfs_batcher *bt, const tfs__batch *b, int64_t now,
     return false;
 }
 
+/* The split task whose piece is b's only one, or NULL (see the file comment: bulk batches). */
+static const tfs_batch_task *bulk_of(const tfs__batch *b)
+{
+    return b->n_pieces == 1 && b->head->task->n_pieces > 1 ? b->head->task : NULL;
+}
+
+/* q's batch to run next, or NULL: the first ready one, except that after a bulk batch of task T
+ * the first ready one that is not T's bulk goes first. */
+static tfs__batch *pick_in(tfs_batcher *bt, tfs_batch_queue *q, int64_t now, int64_t *wake)
+{
+    tfs__batch *first = NULL;
+    for (tfs__batch *b = q->head; b; b = b->next) {
+        if (!batch_ready(bt, b, now, wake))
+            continue;
+        if (!q->last_bulk || bulk_of(b) != q->last_bulk)
+            return b;
+        if (!first)
+            first = b;
+    }
+    return first;
+}
+
 static tfs__batch *pick(tfs_batcher *bt, int64_t now, int64_t *wake)
 {
     tfs_batch_queue *q = bt->rr ? bt->rr : bt->queues;
     for (tfs_batch_queue *first = q; q;) {
-        for (tfs__batch *b = q->head; b; b = b->next)
-            if (batch_ready(bt, b, now, wake)) {
-                bt->rr = q->next;
-                return b;
-            }
+        tfs__batch *b = pick_in(bt, q, now, wake);
+        if (b) {
+            bt->rr = q->next;
+            q->last_bulk = bulk_of(b);
+            return b;
+        }
         q = q->next ? q->next : bt->queues;
         if (q == first)
             break;
@@ -625,6 +654,9 @@ static enum tfs_code enqueue(tfs_batch_queue *q, tfs_batch_task *t, int64_t now,
         batch_link(q, fresh_b[i]);
         t->pieces[p] = (tfs__piece){.task = t, .row0 = row, .rows = r};
         piece_append(fresh_b[i], &t->pieces[p]);
+        /* A split task's batches hold it alone (bulk, see the file comment): a later task that
+         * joined its last one would run only after all of them. */
+        fresh_b[i]->closed |= n > 1;
         row += r;
     }
     if (fresh_b != stack)

@@ -77,6 +77,8 @@ struct tfs_batch_queue {
     tfs_batch_run_fn run;
     void            *ctx;
     tfs__batch           *head, *tail;
+    const tfs_batch_task *last_bulk;   /* the split task whose batch was taken last, or NULL;
+                                        * compared, never dereferenced */
     int64_t          n_batches, running, queued_tasks, queued_rows;
     tfs__counters    c;
     tfs__ring        sizes, delays;

@@ -50,7 +50,9 @@
  *  - enable_large_batch_splitting: a task larger than the room left in the open batch fills that
  *    room and continues in new batches of max_execution_batch_size rows; its outputs are
  *    reassembled in row order and its callback runs once, after its last piece, with the first
- *    error any piece met.
+ *    error any piece met. Those new batches hold the task alone and take no later task; after one
+ *    of them runs, the queue's next ready batch of other tasks goes before the task's next one,
+ *    so tasks sent after a large one wait for one of its batches (per thread), not all of them.
  *  - When a batch thread takes a batch, tasks whose deadline has passed complete with
  *    DEADLINE_EXCEEDED and are not run. Inputs are concatenated along dim 0 (a batch of one task
  *    that needs no padding is run on the task's own tensors, no copy), the run callback executes
