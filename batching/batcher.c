@@ -115,6 +115,7 @@ static bool piece_done(tfs__piece *p)
 static enum tfs_code assemble(tfs_batch_task *t, tfs_status *st)
 {
     tfs_batch_queue *q = t->q;
+    int64_t bytes = 0;
     tfs__rows src[64], *parts = src;
     if (t->n_pieces > 64)
         parts = tfs_calloc((size_t)t->n_pieces, sizeof *parts);
@@ -136,9 +137,14 @@ static enum tfs_code assemble(tfs_batch_task *t, tfs_status *st)
         }
         if (rc == TFS_OK)
             rc = tfs__rows_concat(parts, t->n_pieces, t->rows, false, &t->outs[o], st);
+        if (rc == TFS_OK)
+            bytes += (int64_t)t->outs[o]->nbytes;
     }
     if (parts != src)
         tfs_free(parts);
+    pthread_mutex_lock(&q->bt->mu);
+    q->c.bytes_reassembled += bytes;
+    pthread_mutex_unlock(&q->bt->mu);
     return rc;
 }
 
@@ -355,9 +361,10 @@ static int take(tfs__batch *b, int64_t now, tfs__piece **run, tfs_batch_task **f
     return n;
 }
 
-/* Concatenates, runs and splits one batch of n pieces; fills outs[n * n_outputs] or an error. */
+/* Concatenates, runs and splits one batch of n pieces; fills outs[n * n_outputs] or an error.
+ * *merged: the bytes copied to make the batch's inputs. */
 static enum tfs_code execute(tfs_batch_queue *q, tfs__piece **run, int n, int64_t rows,
-                             int64_t padded, tfs_tensor **outs, tfs_status *st)
+                             int64_t padded, tfs_tensor **outs, int64_t *merged, tfs_status *st)
 {
     const tfs_batch_task *t0 = run[0]->task;
     int n_in = t0->n_inputs, n_out = q->n_outputs;
@@ -378,6 +385,8 @@ static enum tfs_code execute(tfs_batch_queue *q, tfs__piece **run, int n, int64_
             tfs_status_prefix(st, "batch queue '%s': input '%s'", q->name, in[i].name);
             goto out;
         }
+        if (!tfs__rows_concat_is_view(src, n, padded))
+            *merged += (int64_t)in[i].tensor->nbytes;
     }
     int64_t deadline = 0;
     for (int j = 0; j < n; j++) {
@@ -430,11 +439,12 @@ static void process(tfs_batcher *bt, tfs__batch *b, tfs__piece **run, int n)
     int64_t padded = padded_size(q, rows);
     tfs_status st;
     tfs_tensor **outs = n ? tfs_calloc((size_t)n * (size_t)n_out, sizeof *outs) : NULL;
+    int64_t merged = 0;
     enum tfs_code rc = TFS_OK;
     if (n && !outs)
         rc = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "batch queue '%s': out of memory", q->name);
     else if (n)
-        rc = execute(q, run, n, rows, padded, outs, &st);
+        rc = execute(q, run, n, rows, padded, outs, &merged, &st);
 
     tfs_batch_task *finish = NULL;
     pthread_mutex_lock(&bt->mu);
@@ -443,6 +453,7 @@ static void process(tfs_batcher *bt, tfs__batch *b, tfs__piece **run, int n)
         q->c.batches_failed += rc != TFS_OK;
         q->c.rows_run += rows;
         q->c.padding_rows += padded - rows;
+        q->c.bytes_merged += merged;
         ring_push(q, &q->sizes, padded);
     }
     for (int j = 0; j < n; j++) {
