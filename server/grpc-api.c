@@ -270,6 +270,7 @@ fail:
 
 /* A Predict between its submit and its answer. */
 typedef struct predict_call {
+    tfs__grpc_job                        job;    /* first: the job is the call */
     Tensorflow__Serving__PredictRequest *req;
     tfs_servable                        *s;
     const tfs_signature                 *sig;
@@ -279,6 +280,15 @@ typedef struct predict_call {
     int                                  n_idx;
     tfs__grpc_predict_cb                 cb;
     void                                *cb_ctx;
+    tfs__grpc_post_fn                    post;
+    void                                *post_ctx;
+    pthread_t                            submitter;
+    /* The outcome, kept from the completion until the job runs. */
+    enum tfs_code                        code;
+    tfs_status                           st;
+    tfs_tensor                         **outs;   /* sig->n_outputs */
+    int                                  n_outs;
+    tfs_run_times                        times;
 } predict_call;
 
 static void predict_call_free(predict_call *p)
@@ -286,6 +296,9 @@ static void predict_call_free(predict_call *p)
     if (!p)
         return;
     tfs__named_tensors_free(p->inputs, p->n_in);
+    for (int i = 0; i < p->n_outs; i++)
+        tfs_tensor_unref(p->outs[i]);
+    tfs_free(p->outs);
     tfs_free(p->idx);
     tfs_servable_release(p->s);
     tfs__grpc_free_unpacked(p->req);
@@ -326,29 +339,52 @@ done:
     return code;
 }
 
-/* tfs_servable_done_fn: encode, drop everything the request held, then hand the bytes on. */
+/* Encodes the outcome, drops everything the request held, then hands the bytes on. */
+static void predict_finish(tfs__grpc_job *j)
+{
+    predict_call *p = (predict_call *)j;
+    uint8_t      *out = NULL;
+    size_t        out_len = 0;
+    tfs_status    est = p->st;
+    tfs_run_times t = p->times;
+    tfs__grpc_predict_cb cb = p->cb;
+    void         *cb_ctx = p->cb_ctx;
+    enum tfs_code code = p->code;
+
+    if (code == TFS_OK)
+        code = encode_predict(p, p->outs, &out, &out_len, &est);
+    predict_call_free(p);
+    cb(cb_ctx, code, &est, out, out_len, &t);
+}
+
+/* tfs_servable_done_fn: keeps the outcome. On a batch thread that is all: the encoding and the
+ * send are the front end's work, posted to its thread, so that the batch thread starts its next
+ * batch at once (bench/README.md, "gRPC answers off the batch threads"). On the submitting thread
+ * (an unbatched run, or a task refused at submit) the answer goes out from here. */
 static void predict_done(void *ctx, enum tfs_code code, const tfs_status *st,
                          tfs_tensor **outputs, int n_outputs, const tfs_run_times *t)
 {
     predict_call *p = ctx;
-    uint8_t      *out = NULL;
-    size_t        out_len = 0;
-    tfs_status    est;
-    tfs__grpc_predict_cb cb = p->cb;
-    void         *cb_ctx = p->cb_ctx;
 
-    if (code == TFS_OK)
-        code = encode_predict(p, outputs, &out, &out_len, &est);
+    p->code = code;
+    if (code != TFS_OK)
+        p->st = st ? *st : (tfs_status){.code = code};
     else
-        est = st ? *st : (tfs_status){.code = code};
-    for (int i = 0; i < n_outputs; i++)
-        tfs_tensor_unref(outputs[i]);
-    predict_call_free(p);
-    cb(cb_ctx, code, &est, out, out_len, t);
+        tfs_status_clear(&p->st);
+    for (int i = 0; i < n_outputs; i++)   /* n_outputs is the signature's: outs has room */
+        p->outs[i] = outputs[i];
+    p->n_outs = n_outputs;
+    p->times = *t;
+    p->job.run = predict_finish;
+    if (p->post && !pthread_equal(pthread_self(), p->submitter))
+        p->post(p->post_ctx, &p->job);
+    else
+        predict_finish(&p->job);
 }
 
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                             tfs__grpc_predict_cb cb, void *cb_ctx)
+                             tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                             void *cb_ctx)
 {
     predict_call  *p = tfs_calloc(1, sizeof *p);
     tfs_model_spec spec;
@@ -363,6 +399,9 @@ void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t
     }
     p->cb = cb;
     p->cb_ctx = cb_ctx;
+    p->post = post;
+    p->post_ctx = post_ctx;
+    p->submitter = pthread_self();
     p->req = (Tensorflow__Serving__PredictRequest *)tfs__grpc_unpack(
         &tensorflow__serving__predict_request__descriptor, in, n, &st);
     if (!p->req) {
@@ -376,7 +415,8 @@ void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t
             TFS_OK)
         goto fail;
     p->idx = tfs_calloc((size_t)(p->sig->n_outputs > 0 ? p->sig->n_outputs : 1), sizeof *p->idx);
-    if (!p->idx) {
+    p->outs = tfs_calloc((size_t)(p->sig->n_outputs > 0 ? p->sig->n_outputs : 1), sizeof *p->outs);
+    if (!p->idx || !p->outs) {
         code = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "out of memory decoding a PredictRequest");
         goto fail;
     }
@@ -426,7 +466,7 @@ enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint
     sync_predict w = {.done = false};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    tfs__grpc_predict_async(l, in, n, 0, sync_cb, &w);
+    tfs__grpc_predict_async(l, in, n, 0, NULL, NULL, sync_cb, &w);
     pthread_mutex_lock(&w.mu);
     while (!w.done)
         pthread_cond_wait(&w.cv, &w.mu);

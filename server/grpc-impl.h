@@ -104,14 +104,26 @@ typedef enum tfs_code (*tfs__grpc_handler)(tfs_loader *l, const uint8_t *in, siz
 
 enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
                                 size_t *out_len, tfs_status *st);
-/* Predict without waiting for its batch: cb runs exactly once (on a batch thread, or on this
- * thread before the return) with the packed PredictResponse (*out tfs_malloc'ed, the callee owns
- * it; NULL on an error) or the error, and the run's times. Everything the request held is
- * released before cb runs. deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
+/* Work that a batch thread hands back to the front end: run(job) is to be called once, on a
+ * gRPC thread. Embedded in its owner, which run() frees. */
+typedef struct tfs__grpc_job {
+    struct tfs__grpc_job *next;   /* for the poster's queue */
+    void                (*run)(struct tfs__grpc_job *job);
+} tfs__grpc_job;
+/* Queues job for a gRPC thread; returns at once. Any thread. */
+typedef void (*tfs__grpc_post_fn)(void *ctx, tfs__grpc_job *job);
+
+/* Predict without waiting for its batch: cb runs exactly once with the packed PredictResponse
+ * (*out tfs_malloc'ed, the callee owns it; NULL on an error) or the error, and the run's times.
+ * Where: on this thread before the return when the run completes here (unbatched, or refused);
+ * when it completes on a batch thread, on the thread that runs the job given to post(post_ctx)
+ * (the encoding included), or on that batch thread when post is NULL. Everything the request
+ * held is released before cb runs. deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
 typedef void (*tfs__grpc_predict_cb)(void *ctx, enum tfs_code code, const tfs_status *st,
                                      uint8_t *out, size_t out_len, const tfs_run_times *t);
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                             tfs__grpc_predict_cb cb, void *cb_ctx);
+                             tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                             void *cb_ctx);
 enum tfs_code tfs__grpc_metadata(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
                                  size_t *out_len, tfs_status *st);
 enum tfs_code tfs__grpc_model_status(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
