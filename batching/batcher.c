@@ -290,16 +290,22 @@ static const tfs_batch_task *bulk_of(const tfs__batch *b)
  * the first ready one that is not T's bulk goes first. */
 static tfs__batch *pick_in(tfs_batcher *bt, tfs_batch_queue *q, int64_t now, int64_t *wake)
 {
-    tfs__batch *first = NULL;
     for (tfs__batch *b = q->head; b; b = b->next) {
         if (!batch_ready(bt, b, now, wake))
             continue;
-        if (!q->last_bulk || bulk_of(b) != q->last_bulk)
+        const tfs_batch_task *t = bulk_of(b);
+        if (!t || t != q->last_bulk)
             return b;
-        if (!first)
-            first = b;
+        /* T's new batches were linked one after another at submit: look on after the last of
+         * them, so that a task of thousands of batches costs no scan over them per pick. */
+        const tfs__piece *last = &t->pieces[t->n_pieces - 1];
+        tfs__batch *o = last->state == TFS__PIECE_QUEUED ? last->b->next : b->next;
+        for (; o; o = o->next)
+            if (bulk_of(o) != t && batch_ready(bt, o, now, wake))
+                return o;
+        return b;
     }
-    return first;
+    return NULL;
 }
 
 static tfs__batch *pick(tfs_batcher *bt, int64_t now, int64_t *wake)
