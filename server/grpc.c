@@ -14,9 +14,9 @@
  * so that the batch thread goes on to its next batch instead of encoding and sending a batch's
  * answers one by one. The call stays counted in `live` and `active` until the CQ thread sees
  * that batch complete, so drain and shutdown wait for queued predicts; the responder stops only
- * after the CQ threads have, when no call is left to answer. The call's deadline becomes the task's deadline (not started by then:
- * DEADLINE_EXCEEDED, never run); the answer carries trailing metadata tfserve-queue-micros and
- * tfserve-compute-micros.
+ * after the CQ threads have, when no call is left to answer. The call's deadline becomes the
+ * task's deadline (not started by then: DEADLINE_EXCEEDED, never run); the answer carries
+ * trailing metadata tfserve-queue-micros and tfserve-compute-micros.
  *
  * Drain (tfs_grpc_quiesce) is grpc_server_shutdown_and_notify alone: the listener closes, clients
  * get GOAWAY, and the calls being answered finish; the C core reports the shutdown tag once none
