@@ -8,7 +8,13 @@
  * A batch thread takes the first ready batch, round-robin over queues: with the adaptive scheduler
  * any batch, since the thread asking is free (a batch grows only while every thread is busy, and is
  * taken whole when one frees); with the fixed one a batch that is closed, whose first task waited
- * batch_timeout, or whose queue is closing. Taking it moves its pieces from QUEUED to
+ * batch_timeout, or whose queue is closing. A large split task fills many batches of its own
+ * ("bulk" batches), all closed, so a task submitted after it starts a new batch behind them; in
+ * strict order it would wait for every one of them. Instead, when the last batch taken from a
+ * queue was a bulk batch of task T, the next pick there prefers the first ready batch that is not
+ * T's bulk: T's batches and the others' alternate, a small task waits for at most one of T's
+ * batches per thread, and T (reassembled in row order whatever order its pieces run in) still
+ * gets every other batch. Taking it moves its pieces from QUEUED to
  * RUNNING (pieces past their deadline, or of a task that already failed, are completed instead),
  * so a cancel never races with a run. When the last piece of a task completes the task is finished:
  * its done callback runs once, outside the lock, and the batcher's reference is dropped.
@@ -109,6 +115,7 @@ static bool piece_done(tfs__piece *p)
 static enum tfs_code assemble(tfs_batch_task *t, tfs_status *st)
 {
     tfs_batch_queue *q = t->q;
+    int64_t bytes = 0;
     tfs__rows src[64], *parts = src;
     if (t->n_pieces > 64)
         parts = tfs_calloc((size_t)t->n_pieces, sizeof *parts);
@@ -130,9 +137,14 @@ static enum tfs_code assemble(tfs_batch_task *t, tfs_status *st)
         }
         if (rc == TFS_OK)
             rc = tfs__rows_concat(parts, t->n_pieces, t->rows, false, &t->outs[o], st);
+        if (rc == TFS_OK)
+            bytes += (int64_t)t->outs[o]->nbytes;
     }
     if (parts != src)
         tfs_free(parts);
+    pthread_mutex_lock(&q->bt->mu);
+    q->c.bytes_reassembled += bytes;
+    pthread_mutex_unlock(&q->bt->mu);
     return rc;
 }
 
@@ -268,15 +280,44 @@ static bool batch_ready(const tfs_batcher *bt, const tfs__batch *b, int64_t now,
     return false;
 }
 
+/* The split task whose piece is b's only one, or NULL (see the file comment: bulk batches). */
+static const tfs_batch_task *bulk_of(const tfs__batch *b)
+{
+    return b->n_pieces == 1 && b->head->task->n_pieces > 1 ? b->head->task : NULL;
+}
+
+/* q's batch to run next, or NULL: the first ready one, except that after a bulk batch of task T
+ * the first ready one that is not T's bulk goes first. */
+static tfs__batch *pick_in(tfs_batcher *bt, tfs_batch_queue *q, int64_t now, int64_t *wake)
+{
+    for (tfs__batch *b = q->head; b; b = b->next) {
+        if (!batch_ready(bt, b, now, wake))
+            continue;
+        const tfs_batch_task *t = bulk_of(b);
+        if (!t || t != q->last_bulk)
+            return b;
+        /* T's new batches were linked one after another at submit: look on after the last of
+         * them, so that a task of thousands of batches costs no scan over them per pick. */
+        const tfs__piece *last = &t->pieces[t->n_pieces - 1];
+        tfs__batch *o = last->state == TFS__PIECE_QUEUED ? last->b->next : b->next;
+        for (; o; o = o->next)
+            if (bulk_of(o) != t && batch_ready(bt, o, now, wake))
+                return o;
+        return b;
+    }
+    return NULL;
+}
+
 static tfs__batch *pick(tfs_batcher *bt, int64_t now, int64_t *wake)
 {
     tfs_batch_queue *q = bt->rr ? bt->rr : bt->queues;
     for (tfs_batch_queue *first = q; q;) {
-        for (tfs__batch *b = q->head; b; b = b->next)
-            if (batch_ready(bt, b, now, wake)) {
-                bt->rr = q->next;
-                return b;
-            }
+        tfs__batch *b = pick_in(bt, q, now, wake);
+        if (b) {
+            bt->rr = q->next;
+            q->last_bulk = bulk_of(b);
+            return b;
+        }
         q = q->next ? q->next : bt->queues;
         if (q == first)
             break;
@@ -326,9 +367,10 @@ static int take(tfs__batch *b, int64_t now, tfs__piece **run, tfs_batch_task **f
     return n;
 }
 
-/* Concatenates, runs and splits one batch of n pieces; fills outs[n * n_outputs] or an error. */
+/* Concatenates, runs and splits one batch of n pieces; fills outs[n * n_outputs] or an error.
+ * *merged: the bytes copied to make the batch's inputs. */
 static enum tfs_code execute(tfs_batch_queue *q, tfs__piece **run, int n, int64_t rows,
-                             int64_t padded, tfs_tensor **outs, tfs_status *st)
+                             int64_t padded, tfs_tensor **outs, int64_t *merged, tfs_status *st)
 {
     const tfs_batch_task *t0 = run[0]->task;
     int n_in = t0->n_inputs, n_out = q->n_outputs;
@@ -349,6 +391,8 @@ static enum tfs_code execute(tfs_batch_queue *q, tfs__piece **run, int n, int64_
             tfs_status_prefix(st, "batch queue '%s': input '%s'", q->name, in[i].name);
             goto out;
         }
+        if (!tfs__rows_concat_is_view(src, n, padded))
+            *merged += (int64_t)in[i].tensor->nbytes;
     }
     int64_t deadline = 0;
     for (int j = 0; j < n; j++) {
@@ -401,11 +445,12 @@ static void process(tfs_batcher *bt, tfs__batch *b, tfs__piece **run, int n)
     int64_t padded = padded_size(q, rows);
     tfs_status st;
     tfs_tensor **outs = n ? tfs_calloc((size_t)n * (size_t)n_out, sizeof *outs) : NULL;
+    int64_t merged = 0;
     enum tfs_code rc = TFS_OK;
     if (n && !outs)
         rc = TFS_ERR(&st, TFS_RESOURCE_EXHAUSTED, "batch queue '%s': out of memory", q->name);
     else if (n)
-        rc = execute(q, run, n, rows, padded, outs, &st);
+        rc = execute(q, run, n, rows, padded, outs, &merged, &st);
 
     tfs_batch_task *finish = NULL;
     pthread_mutex_lock(&bt->mu);
@@ -414,6 +459,7 @@ static void process(tfs_batcher *bt, tfs__batch *b, tfs__piece **run, int n)
         q->c.batches_failed += rc != TFS_OK;
         q->c.rows_run += rows;
         q->c.padding_rows += padded - rows;
+        q->c.bytes_merged += merged;
         ring_push(q, &q->sizes, padded);
     }
     for (int j = 0; j < n; j++) {
@@ -625,6 +671,9 @@ static enum tfs_code enqueue(tfs_batch_queue *q, tfs_batch_task *t, int64_t now,
         batch_link(q, fresh_b[i]);
         t->pieces[p] = (tfs__piece){.task = t, .row0 = row, .rows = r};
         piece_append(fresh_b[i], &t->pieces[p]);
+        /* A split task's batches hold it alone (bulk, see the file comment): a later task that
+         * joined its last one would run only after all of them. */
+        fresh_b[i]->closed |= n > 1;
         row += r;
     }
     if (fresh_b != stack)

@@ -57,6 +57,7 @@ struct tfs_batch_task {
 typedef struct tfs__counters {
     int64_t batches_run, batches_failed, tasks_completed, rows_run, padding_rows;
     int64_t rejected_full, rejected_invalid, deadline_exceeded, cancelled;
+    int64_t bytes_merged, bytes_reassembled;
 } tfs__counters;
 
 typedef struct tfs__ring {
@@ -77,6 +78,8 @@ struct tfs_batch_queue {
     tfs_batch_run_fn run;
     void            *ctx;
     tfs__batch           *head, *tail;
+    const tfs_batch_task *last_bulk;   /* the split task whose batch was taken last, or NULL;
+                                        * compared, never dereferenced */
     int64_t          n_batches, running, queued_tasks, queued_rows;
     tfs__counters    c;
     tfs__ring        sizes, delays;
@@ -110,10 +113,15 @@ typedef struct tfs__rows {
  * the result takes the largest of each and every source's rows are padded with that source's first
  * element (sources whose rows must be padded hold at least one element). Rows beyond the sum are
  * copies of the first row of the last source with rows; when every source has 0 rows, padded_rows
- * must be 0. A single source covering its whole tensor, with padded_rows equal to its rows, is
- * returned by reference without a copy. Caller owns *out. RESOURCE_EXHAUSTED on allocation. */
+ * must be 0. When tfs__rows_concat_is_view, the result is src[0]'s rows without a copy (as
+ * tfs__rows_slice gives them). Caller owns *out. RESOURCE_EXHAUSTED on allocation. */
 enum tfs_code tfs__rows_concat(const tfs__rows *src, int n, int64_t padded_rows, bool pad_inner,
                                tfs_tensor **out, tfs_status *st);
+
+/* Whether tfs__rows_concat returns a view of its one source rather than a copy: a single source
+ * with padded_rows equal to its rows, all of its tensor or, for any dtype but DT_STRING, some of
+ * its rows (a split task's piece). */
+bool tfs__rows_concat_is_view(const tfs__rows *src, int n, int64_t padded_rows);
 
 /* Rows [row0, row0 + rows) of t as a tensor. Shares t's buffer (keeps a reference to t) except for
  * DT_STRING and empty results, which are copied; the whole of t is t itself (a new reference).

@@ -50,11 +50,15 @@
  *  - enable_large_batch_splitting: a task larger than the room left in the open batch fills that
  *    room and continues in new batches of max_execution_batch_size rows; its outputs are
  *    reassembled in row order and its callback runs once, after its last piece, with the first
- *    error any piece met.
+ *    error any piece met. Those new batches hold the task alone and take no later task; after one
+ *    of them runs, the queue's next ready batch of other tasks goes before the task's next one,
+ *    so tasks sent after a large one wait for one of its batches (per thread), not all of them.
  *  - When a batch thread takes a batch, tasks whose deadline has passed complete with
- *    DEADLINE_EXCEEDED and are not run. Inputs are concatenated along dim 0 (a batch of one task
- *    that needs no padding is run on the task's own tensors, no copy), the run callback executes
- *    it, and every output is split back by rows. An output whose dim 0 differs from the batch size
+ *    DEADLINE_EXCEEDED and are not run. Inputs are concatenated along dim 0, each row copied
+ *    once (a batch of one task, or of one piece of a split task, that needs no padding runs on
+ *    the task's own tensors or rows of them, no copy), the run callback executes it, and every
+ *    output is split back by rows as views of the batch's outputs (no copy; only a split task's
+ *    pieces are copied, once, to join them). An output whose dim 0 differs from the batch size
  *    fails every task of the batch with INTERNAL naming the output; a failing run gives every task
  *    the run's status. Either way the queue carries on with its next batch.
  *  - Zero-row tasks (batch dim 0) are accepted, as in TF Serving: they join a batch of their shape
@@ -215,6 +219,11 @@ typedef struct tfs_batch_queue_stats {
     int64_t rejected_invalid;    /* INVALID_ARGUMENT at submit */
     int64_t deadline_exceeded;   /* tasks dropped because their deadline passed while queued */
     int64_t cancelled;           /* tasks completed with CANCELLED */
+    /* Bytes the batcher copied: rows of several tasks (and padding) merged into one batch input,
+     * and split tasks' output rows joined back. A batch of one task that needs no padding runs on
+     * its own tensors, and every other task's outputs are views of the batch's: neither counts. */
+    int64_t bytes_merged;
+    int64_t bytes_reassembled;
     /* now */
     int64_t queued_tasks;        /* tasks with a piece waiting in the queue */
     int64_t queued_rows;

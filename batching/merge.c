@@ -112,6 +112,16 @@ static enum tfs_code copy_rows(tfs_tensor *dst, const tfs__rows *src, int64_t dr
 
 /* ---- concatenation -------------------------------------------------------------------------- */
 
+bool tfs__rows_concat_is_view(const tfs__rows *src, int n, int64_t padded_rows)
+{
+    if (n != 1 || padded_rows != src[0].rows)
+        return false;
+    const tfs_tensor *t = src[0].t;
+    /* tfs__rows_slice copies string elements and empty results; all of a tensor is itself. */
+    return (src[0].row0 == 0 && src[0].rows == t->dims[0]) ||
+           (t->dtype != TFS_DTYPE_STRING && src[0].rows > 0 && tfs__row_nelem(t) > 0);
+}
+
 enum tfs_code tfs__rows_concat(const tfs__rows *src, int n, int64_t padded_rows, bool pad_inner,
                                tfs_tensor **out, tfs_status *st)
 {
@@ -122,11 +132,9 @@ enum tfs_code tfs__rows_concat(const tfs__rows *src, int n, int64_t padded_rows,
     for (int i = 0; i < n; i++)
         total += src[i].rows;
     TFS_ASSERT(padded_rows >= total && (total > 0 || padded_rows == 0));
-    if (n == 1 && src[0].row0 == 0 && src[0].rows == t0->dims[0] && padded_rows == total) {
-        *out = tfs_tensor_ref((tfs_tensor *)t0);
-        tfs_status_clear(st);
-        return TFS_OK;
-    }
+    /* The one task of a batch, or a split task's piece: the run reads the rows where they are. */
+    if (tfs__rows_concat_is_view(src, n, padded_rows))
+        return tfs__rows_slice((tfs_tensor *)t0, src[0].row0, src[0].rows, out, st);
     int64_t dims[TFS_MAX_RANK];
     memcpy(dims, t0->dims, sizeof dims);
     dims[0] = padded_rows;

@@ -248,6 +248,8 @@ void tfs_batch_queue_stats_get(tfs_batch_queue *q, bool take_samples, tfs_batch_
     out->rejected_invalid = q->c.rejected_invalid;
     out->deadline_exceeded = q->c.deadline_exceeded;
     out->cancelled = q->c.cancelled;
+    out->bytes_merged = q->c.bytes_merged;
+    out->bytes_reassembled = q->c.bytes_reassembled;
     out->queued_tasks = q->queued_tasks;
     out->queued_rows = q->queued_rows;
     out->queued_batches = q->n_batches;

@@ -270,12 +270,15 @@ fail:
 
 /* ---- a model run on behalf of a call: Predict and ModelInfer ------------------------------- */
 
-tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_predict_cb cb,
-                                 void *cb_ctx)
+tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_post_fn post,
+                                 void *post_ctx, tfs__grpc_predict_cb cb, void *cb_ctx)
 {
     tfs__grpc_run *r = tfs_calloc(1, sizeof *r);
     if (r) {
         r->encode = encode;
+        r->post = post;
+        r->post_ctx = post_ctx;
+        r->submitter = pthread_self();
         r->cb = cb;
         r->cb_ctx = cb_ctx;
     }
@@ -287,6 +290,9 @@ static void run_free(tfs__grpc_run *r)
     if (!r)
         return;
     tfs__named_tensors_free(r->inputs, r->n_in);
+    for (int i = 0; i < r->n_outs; i++)
+        tfs_tensor_unref(r->outs[i]);
+    tfs_free(r->outs);
     tfs_free(r->idx);
     tfs_servable_release(r->s);
     tfs__grpc_free_unpacked(r->req);
@@ -307,31 +313,55 @@ enum tfs_code tfs__grpc_run_outputs(tfs__grpc_run *r, char *const *names, size_t
                                     tfs_status *st)
 {
     const tfs_signature *sig = r->sig;
-    r->idx = tfs_calloc((size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1), sizeof *r->idx);
-    if (!r->idx)
+    size_t               n_sig = (size_t)(sig->n_outputs > 0 ? sig->n_outputs : 1);
+    r->idx = tfs_calloc(n_sig, sizeof *r->idx);
+    r->outs = tfs_calloc(n_sig, sizeof *r->outs);
+    if (!r->idx || !r->outs)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory selecting the outputs");
     return select_outputs(sig, names, n_names, r->idx, &r->n_idx, st);
 }
 
-/* tfs_servable_done_fn: encode, drop everything the request held, then hand the bytes on. */
+/* Encodes the outcome, drops everything the request held, then hands the bytes on. */
+static void run_finish(tfs__grpc_job *j)
+{
+    tfs__grpc_run       *r = (tfs__grpc_run *)j;
+    uint8_t             *out = NULL;
+    size_t               out_len = 0;
+    tfs_status           est = r->st;
+    tfs_run_times        t = r->times;
+    tfs__grpc_predict_cb cb = r->cb;
+    void                *cb_ctx = r->cb_ctx;
+    enum tfs_code        code = r->code;
+
+    if (code == TFS_OK)
+        code = r->encode(r, r->outs, &out, &out_len, &est);
+    run_free(r);
+    cb(cb_ctx, code, &est, out, out_len, &t);
+}
+
+/* tfs_servable_done_fn: keeps the outcome. On a batch thread that is all: the encoding and the
+ * send are the front end's work, posted to its thread, so that the batch thread starts its next
+ * batch at once (bench/README.md, "gRPC answers off the batch threads"). On the submitting thread
+ * (an unbatched run, or a task refused at submit) the answer goes out from here. */
 static void run_done(void *ctx, enum tfs_code code, const tfs_status *st, tfs_tensor **outputs,
                      int n_outputs, const tfs_run_times *t)
 {
-    tfs__grpc_run       *r = ctx;
-    uint8_t             *out = NULL;
-    size_t               out_len = 0;
-    tfs_status           est;
-    tfs__grpc_predict_cb cb = r->cb;
-    void                *cb_ctx = r->cb_ctx;
+    tfs__grpc_run *r = ctx;
 
-    if (code == TFS_OK)
-        code = r->encode(r, outputs, &out, &out_len, &est);
+    r->code = code;
+    if (code != TFS_OK)
+        r->st = st ? *st : (tfs_status){.code = code};
     else
-        est = st ? *st : (tfs_status){.code = code};
-    for (int i = 0; i < n_outputs; i++)
-        tfs_tensor_unref(outputs[i]);
-    run_free(r);
-    cb(cb_ctx, code, &est, out, out_len, t);
+        tfs_status_clear(&r->st);
+    for (int i = 0; i < n_outputs; i++)   /* n_outputs is the signature's: outs has room */
+        r->outs[i] = outputs[i];
+    r->n_outs = n_outputs;
+    r->times = *t;
+    r->job.run = run_finish;
+    if (r->post && !pthread_equal(pthread_self(), r->submitter))
+        r->post(r->post_ctx, &r->job);
+    else
+        run_finish(&r->job);
 }
 
 void tfs__grpc_run_start(tfs__grpc_run *r, int64_t deadline_ns)
@@ -379,9 +409,10 @@ done:
 }
 
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                             tfs__grpc_predict_cb cb, void *cb_ctx)
+                             tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                             void *cb_ctx)
 {
-    tfs__grpc_run *p = tfs__grpc_run_new(encode_predict, cb, cb_ctx);
+    tfs__grpc_run *p = tfs__grpc_run_new(encode_predict, post, post_ctx, cb, cb_ctx);
     tfs_model_spec spec;
     tfs_status     st;
     enum tfs_code  code;
@@ -445,7 +476,7 @@ enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint
     sync_predict w = {.done = false};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    tfs__grpc_predict_async(l, in, n, 0, sync_cb, &w);
+    tfs__grpc_predict_async(l, in, n, 0, NULL, NULL, sync_cb, &w);
     pthread_mutex_lock(&w.mu);
     while (!w.done)
         pthread_cond_wait(&w.cv, &w.mu);

@@ -5,6 +5,7 @@
 #ifndef TFS_SERVER_GRPC_IMPL_H
 #define TFS_SERVER_GRPC_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,9 +74,20 @@ Tensorflow__Serving__ModelSpec *tfs__grpc_echo_spec(tfs__arena *a, const tfs_ser
 
 /* ---- a model run on behalf of a call (grpc-api.c): Predict and ModelInfer ------------------- */
 
-/* How a call's answer comes back: cb runs exactly once (on a batch thread, or on the calling
- * thread before the call that starts the run returns) with the packed response (*out
- * tfs_malloc'ed, the callee owns it; NULL on an error) or the error, and the run's times.
+/* Work that a batch thread hands back to the front end: run(job) is to be called once, on a
+ * gRPC thread. Embedded in its owner, which run() frees. */
+typedef struct tfs__grpc_job {
+    struct tfs__grpc_job *next;   /* for the poster's queue */
+    void                (*run)(struct tfs__grpc_job *job);
+} tfs__grpc_job;
+/* Queues job for a gRPC thread; returns at once. Any thread. */
+typedef void (*tfs__grpc_post_fn)(void *ctx, tfs__grpc_job *job);
+
+/* How a call's answer comes back: cb runs exactly once with the packed response (*out
+ * tfs_malloc'ed, the callee owns it; NULL on an error) or the error, and the run's times. Where:
+ * on the calling thread before the call that starts the run returns when the run completes there
+ * (unbatched, or refused); when it completes on a batch thread, on the thread that runs the job
+ * given to post(post_ctx) (the encoding included), or on that batch thread when post is NULL.
  * Everything the request held is released before cb runs. */
 typedef void (*tfs__grpc_predict_cb)(void *ctx, enum tfs_code code, const tfs_status *st,
                                      uint8_t *out, size_t out_len, const tfs_run_times *t);
@@ -90,6 +102,7 @@ typedef enum tfs_code (*tfs__grpc_encode_fn)(const tfs__grpc_run *r, tfs_tensor 
  * layer (tfs_service_run_async: the input checks, batching, the deadline, metrics notes) and get
  * the encoded answer through cb. Everything in it is owned by it. */
 struct tfs__grpc_run {
+    tfs__grpc_job        job;       /* first: the job is the run */
     ProtobufCMessage    *req;       /* the unpacked request; inputs' names may point into it */
     tfs_servable        *s;         /* the handle the request acquired */
     const tfs_signature *sig;       /* borrowed from s */
@@ -99,13 +112,23 @@ struct tfs__grpc_run {
     int                  n_idx;
     bool                 raw;       /* ModelInfer: the request sent raw_input_contents */
     tfs__grpc_encode_fn  encode;
+    tfs__grpc_post_fn    post;
+    void                *post_ctx;
+    pthread_t            submitter;
     tfs__grpc_predict_cb cb;
     void                *cb_ctx;
+    /* The outcome, kept from the completion until the job runs. */
+    enum tfs_code        code;
+    tfs_status           st;
+    tfs_tensor         **outs;      /* sig->n_outputs, allocated with idx */
+    int                  n_outs;
+    tfs_run_times        times;
 };
 
-/* NULL when out of memory (the caller then answers cb itself). */
-tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_predict_cb cb,
-                                 void *cb_ctx);
+/* NULL when out of memory (the caller then answers cb itself). post may be NULL (see
+ * tfs__grpc_predict_cb). */
+tfs__grpc_run *tfs__grpc_run_new(tfs__grpc_encode_fn encode, tfs__grpc_post_fn post,
+                                 void *post_ctx, tfs__grpc_predict_cb cb, void *cb_ctx);
 /* r->idx from the names asked for (none: every output, in signature order), with TF Serving's
  * output_filter checks and texts (an alias the signature lacks, one given twice). Needs r->sig. */
 enum tfs_code tfs__grpc_run_outputs(tfs__grpc_run *r, char *const *names, size_t n_names,
@@ -153,7 +176,8 @@ enum tfs_code tfs__grpc_predict(tfs_loader *l, const uint8_t *in, size_t n, uint
 /* Predict without waiting for its batch: the PredictResponse comes through cb (see
  * tfs__grpc_predict_cb). deadline_ns: tfs_batch_now_ns() clock, 0 = none. */
 void tfs__grpc_predict_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                             tfs__grpc_predict_cb cb, void *cb_ctx);
+                             tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                             void *cb_ctx);
 enum tfs_code tfs__grpc_metadata(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
                                  size_t *out_len, tfs_status *st);
 enum tfs_code tfs__grpc_model_status(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,
@@ -176,8 +200,8 @@ typedef enum tfs_code (*tfs__grpc_state_handler)(tfs_loader *l, const tfs_health
                                                  size_t *out_len, tfs_status *st);
 /* A call answered through cb once its run completes (Predict, ModelInfer). */
 typedef void (*tfs__grpc_async_handler)(tfs_loader *l, const uint8_t *in, size_t n,
-                                        int64_t deadline_ns, tfs__grpc_predict_cb cb,
-                                        void *cb_ctx);
+                                        int64_t deadline_ns, tfs__grpc_post_fn post,
+                                        void *post_ctx, tfs__grpc_predict_cb cb, void *cb_ctx);
 
 /* KServe's v2 protocol, inference.GRPCInferenceService (grpc-v2.c). ServerLive: true while the
  * process answers. ServerReady: tfs_health_ready (the loader's readiness without a health
@@ -207,7 +231,8 @@ enum tfs_code tfs__grpc_v2_infer_inputs(const Inference__ModelInferRequest *req,
 /* ModelInfer: the request decoded into the named tensors Predict hands the service layer, run
  * the same way (tfs__grpc_run_start), answered through cb with a ModelInferResponse. */
 void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                              tfs__grpc_predict_cb cb, void *cb_ctx);
+                              tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                              void *cb_ctx);
 /* ModelService/HandleReloadConfigRequest: the request's ModelServerConfig through
  * tfs__config_convert (config-impl.h) into tfs_loader_reload. */
 enum tfs_code tfs__grpc_reload_config(tfs_loader *l, const uint8_t *in, size_t n, uint8_t **out,

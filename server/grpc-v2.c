@@ -721,9 +721,10 @@ static enum tfs_code signature_param(const Inference__ModelInferRequest *req, co
 }
 
 void tfs__grpc_v2_infer_async(tfs_loader *l, const uint8_t *in, size_t n, int64_t deadline_ns,
-                              tfs__grpc_predict_cb cb, void *cb_ctx)
+                              tfs__grpc_post_fn post, void *post_ctx, tfs__grpc_predict_cb cb,
+                              void *cb_ctx)
 {
-    tfs__grpc_run *r = tfs__grpc_run_new(encode_infer, cb, cb_ctx);
+    tfs__grpc_run *r = tfs__grpc_run_new(encode_infer, post, post_ctx, cb, cb_ctx);
     const char    *sig_name = NULL;
     char         **names = NULL;
     tfs_status     st;

@@ -9,12 +9,15 @@
  *
  * Predict and v2's ModelInfer are the exception to "handlers run here": they are decoded and
  * validated on the CQ thread, handed to the loader (tfs__grpc_predict_async,
- * tfs__grpc_v2_infer_async) and answered from the completion callback,
- * which may run on a batch thread: grpc_call_start_batch is thread-safe, the call stays counted
- * in `live` and `active` until the CQ thread sees that batch complete, so drain and shutdown wait
- * for queued predicts. The call's deadline becomes the task's deadline (not started by then:
- * DEADLINE_EXCEEDED, never run); the answer carries trailing metadata tfserve-queue-micros and
- * tfserve-compute-micros.
+ * tfs__grpc_v2_infer_async) and answered when their run completes. A run that completes on a
+ * batch thread only posts its call to the responder, one thread of ours that encodes the response
+ * and starts the answer batch (grpc_call_start_batch is thread-safe), so that the batch thread
+ * goes on to its next batch instead of encoding and sending a batch's answers one by one. The
+ * call stays counted in `live` and `active` until the CQ thread sees that batch complete, so
+ * drain and shutdown wait for queued predicts; the responder stops only after the CQ threads
+ * have, when no call is left to answer. The call's deadline becomes the task's deadline (not
+ * started by then: DEADLINE_EXCEEDED, never run); the answer carries trailing metadata
+ * tfserve-queue-micros and tfserve-compute-micros.
  *
  * Drain (tfs_grpc_quiesce) is grpc_server_shutdown_and_notify alone: the listener closes, clients
  * get GOAWAY, and the calls being answered finish; the C core reports the shutdown tag once none
@@ -130,6 +133,14 @@ struct tfs_grpc {
     atomic_int             drain_cut;      /* of those, cancelled before the status went out */
     bool                   shutdown_called;   /* main thread only */
     bool                   drain_reported;    /* main thread only */
+    /* The responder: Predict answers posted by batch threads, in arrival order. */
+    pthread_t              responder;
+    bool                   responder_started;
+    bool                   resp_inited;       /* resp_mu and resp_cv */
+    pthread_mutex_t        resp_mu;
+    pthread_cond_t         resp_cv;
+    tfs__grpc_job         *resp_head, *resp_tail;
+    bool                   resp_stop;         /* under resp_mu */
 };
 
 tfs_grpc_opts tfs_grpc_opts_default(void)
@@ -216,12 +227,50 @@ static enum tfs_code health_check(tfs_loader *l, const tfs_health *h, const uint
     return tfs__grpc_health_check(h, in, n, out, out_len, st);
 }
 
-/* tfs__grpc_predict_cb: a Predict's or ModelInfer's answer, on a batch thread or on the CQ
+/* tfs__grpc_predict_cb: a Predict's or ModelInfer's answer, on the responder or on the CQ
  * thread. */
 static void predict_answered(void *ctx, enum tfs_code code, const tfs_status *st, uint8_t *out,
                              size_t out_len, const tfs_run_times *t)
 {
     send_answer(ctx, code, st, out, out_len, t);
+}
+
+/* tfs__grpc_post_fn, from batch threads: O(1), as a completion must be. */
+static void responder_post(void *ctx, tfs__grpc_job *job)
+{
+    tfs_grpc *g = ctx;
+    job->next = NULL;
+    pthread_mutex_lock(&g->resp_mu);
+    if (g->resp_tail)
+        g->resp_tail->next = job;
+    else
+        g->resp_head = job;
+    g->resp_tail = job;
+    pthread_cond_signal(&g->resp_cv);
+    pthread_mutex_unlock(&g->resp_mu);
+}
+
+static void *responder_main(void *arg)
+{
+    tfs_grpc *g = arg;
+    pthread_mutex_lock(&g->resp_mu);
+    for (;;) {
+        tfs__grpc_job *job = g->resp_head;
+        if (!job) {
+            if (g->resp_stop)
+                break;
+            pthread_cond_wait(&g->resp_cv, &g->resp_mu);
+            continue;
+        }
+        g->resp_head = job->next;
+        if (!g->resp_head)
+            g->resp_tail = NULL;
+        pthread_mutex_unlock(&g->resp_mu);
+        job->run(job);
+        pthread_mutex_lock(&g->resp_mu);
+    }
+    pthread_mutex_unlock(&g->resp_mu);
+    return NULL;
 }
 
 /* The call's deadline on tfs_batch_now_ns()'s clock; 0 when it has none. */
@@ -270,7 +319,7 @@ static void answer(call *c)
             if (m->async) {
                 tfs__request_record *rec = &c->rec;
                 m->async(g->loader, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in),
-                         deadline_ns(c), predict_answered, c);
+                         deadline_ns(c), responder_post, g, predict_answered, c);
                 tfs__request_detach(rec);   /* compares the pointer only: c may be gone */
                 grpc_slice_unref(in);
                 return;
@@ -497,6 +546,9 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
         goto fail;
     g->loader = l;
     g->health = opts->health;
+    pthread_mutex_init(&g->resp_mu, NULL);
+    pthread_cond_init(&g->resp_cv, NULL);
+    g->resp_inited = true;
     g->n_threads = opts->num_cq_threads;
     atomic_init(&g->stopping, false);
     atomic_init(&g->tag_seen, false);
@@ -545,6 +597,12 @@ enum tfs_code tfs_grpc_start(tfs_loader *l, const tfs_grpc_opts *opts, tfs_grpc 
         code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not post the gRPC call pool");
         goto fail;
     }
+    if (pthread_create(&g->responder, NULL, responder_main, g) != 0) {
+        code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not start the gRPC responder thread");
+        goto fail;
+    }
+    pthread_setname_np(g->responder, "tfs-grpc-resp");
+    g->responder_started = true;
     for (int i = 0; i < g->n_threads; i++) {
         if (pthread_create(&g->threads[i], NULL, worker_main, g) != 0) {
             code = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "could not start gRPC thread %d of %d",
@@ -626,6 +684,18 @@ void tfs_grpc_stop(tfs_grpc *g)
             worker_main(g);
         for (int i = 0; i < g->n_started; i++)
             pthread_join(g->threads[i], NULL);
+    }
+    if (g->responder_started) {
+        /* Every call is back (the CQ threads waited for that), so nothing is or will be posted. */
+        pthread_mutex_lock(&g->resp_mu);
+        g->resp_stop = true;
+        pthread_cond_signal(&g->resp_cv);
+        pthread_mutex_unlock(&g->resp_mu);
+        pthread_join(g->responder, NULL);
+    }
+    if (g->resp_inited) {
+        pthread_mutex_destroy(&g->resp_mu);
+        pthread_cond_destroy(&g->resp_cv);
     }
     if (g->server)
         grpc_server_destroy(g->server);

@@ -7,6 +7,68 @@
 
 #include "tests/batching/helpers.h"
 
+/* What merging costs, counted by the queue: 8 one-row tasks merged into one batch copy each input
+ * row once (8 rows' bytes) and no output byte (each task's output is a view of its rows of the
+ * batch output: consecutive rows of one buffer); one 8-row task copies nothing at all. Split
+ * tasks are the one case whose outputs are copied (joined), and that is counted too. */
+START_TEST(test_merging_copies_each_row_once_and_outputs_are_views)
+{
+    env e;
+    tfs_batch_queue_opts o = queue_opts(8, 300000);
+    env_start(&e, 1, &o, MODEL_LINEAR);
+    tfs_tensor *x[8], *whole = ramp(8, LIN_IN, 0.5f);
+    result r[9];
+    for (int i = 0; i < 8; i++) {   /* the 8th fills the batch, which then runs at once */
+        x[i] = ramp(1, LIN_IN, 0.5f + (float)(LIN_IN * i));
+        submit_x(&e, x[i], 0, &r[i], TFS_OK);
+    }
+    ck_assert(waiter_wait(&e.w, 8, 10000));
+    tfs_batch_queue_stats s;
+    tfs_batch_queue_stats_get(e.q, false, &s);
+    ck_assert_int_eq(s.batches_run, 1);
+    ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));
+    ck_assert_int_eq(s.bytes_reassembled, 0);
+    const float *y0 = r[0].out[0]->data;
+    for (int i = 0; i < 8; i++) {
+        assert_linear(&r[i], x[i]);
+        ck_assert_ptr_eq(r[i].out[0]->data, y0 + i * LIN_OUT);
+    }
+
+    submit_x(&e, whole, 0, &r[8], TFS_OK);   /* 8 rows: a full batch of its own */
+    ck_assert(waiter_wait(&e.w, 9, 10000));
+    tfs_batch_queue_stats_get(e.q, false, &s);
+    ck_assert_int_eq(s.batches_run, 2);
+    ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));   /* unchanged */
+    ck_assert_int_eq(s.bytes_reassembled, 0);
+    assert_linear(&r[8], whole);
+    /* The same rows, so the same outputs bit for bit, merged or not. */
+    ck_assert_mem_eq(r[8].out[0]->data, y0, 8 * LIN_OUT * sizeof(float));
+    for (int i = 0; i < 9; i++)
+        result_clear(&r[i]);
+    for (int i = 0; i < 8; i++)
+        tfs_tensor_unref(x[i]);
+    tfs_tensor_unref(whole);
+    env_stop(&e);
+
+    /* A 10-row task split into batches of 4 joins 10 output rows. */
+    o = queue_opts(10, 0);
+    o.enable_large_batch_splitting = true;
+    o.max_execution_batch_size = 4;
+    env_start(&e, 1, &o, MODEL_LINEAR);
+    tfs_tensor *big = ramp(10, LIN_IN, 2);
+    submit_x(&e, big, 0, &r[0], TFS_OK);
+    ck_assert(waiter_wait(&e.w, 1, 10000));
+    tfs_batch_queue_stats_get(e.q, false, &s);
+    ck_assert_int_eq(s.batches_run, 3);
+    ck_assert_int_eq(s.bytes_merged, 0);   /* each piece runs on rows of the task's tensor */
+    ck_assert_int_eq(s.bytes_reassembled, 10 * LIN_OUT * (int64_t)sizeof(float));
+    assert_linear(&r[0], big);
+    result_clear(&r[0]);
+    tfs_tensor_unref(big);
+    env_stop(&e);
+}
+END_TEST
+
 Suite *suite_batching_formation(void);
 
 START_TEST(test_batched_results_equal_results_alone)
@@ -477,6 +539,7 @@ Suite *suite_batching_formation(void)
     TCase *tc = tcase_create("formation");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_batched_results_equal_results_alone);
+    tcase_add_test(tc, test_merging_copies_each_row_once_and_outputs_are_views);
     tcase_add_test(tc, test_batch_run_gets_the_latest_deadline);
     tcase_add_test(tc, test_allowed_batch_sizes_padding_never_leaks);
     tcase_add_test(tc, test_timeout_closes_a_partial_batch);

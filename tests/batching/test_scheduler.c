@@ -6,6 +6,49 @@
 
 #include "tests/batching/helpers.h"
 
+/* A split task does not starve the tasks behind it: with one batch thread, a 38-row task split
+ * into batches of 4 and a 1-row task sent just after it, the 1-row task runs in the second batch
+ * (after the big task's running one), not after all ten; it does not join the big task's last
+ * batch, which has room; and the big task's answer is still every row's, in order. Both
+ * schedulers (fixed with a 0 timeout: every batch is ready at once). */
+START_TEST(test_scheduler_split_task_does_not_starve_small_ones)
+{
+    env e;
+    tfs_batch_queue_opts o = queue_opts(1000, 0);
+    o.enable_large_batch_splitting = true;
+    o.max_execution_batch_size = 4;
+    o.max_enqueued_batches = 100;
+    env_start_sched(&e, 1, _i ? TFS_BATCH_SCHEDULER_FIXED : TFS_BATCH_SCHEDULER_ADAPTIVE, &o,
+                    MODEL_LINEAR);
+    model_gate(&e.m, true);   /* the thread takes the big task's first batch and waits */
+    tfs_tensor *big = ramp(38, LIN_IN, 0), *small = ramp(1, LIN_IN, 5000), *late = NULL;
+    result r[3];
+    submit_x(&e, big, 0, &r[0], TFS_OK);
+    model_wait_batches(&e.m, 1);
+    submit_x(&e, small, 0, &r[1], TFS_OK);
+    model_gate(&e.m, false);
+    ck_assert(waiter_wait(&e.w, 2, 10000));
+    ck_assert_int_eq(e.m.batches, 11);
+    ck_assert_int_eq(e.m.sizes[1], 1);           /* the small task ran alone, second */
+    ck_assert_float_eq(e.m.seen[4], 5000.0f);
+    ck_assert_int_eq(e.m.sizes[10], 2);          /* the big task's last batch kept its 2 rows */
+    assert_linear(&r[0], big);
+    assert_linear(&r[1], small);
+
+    /* Once the big task is done, small tasks batch as before. */
+    late = ramp(1, LIN_IN, 7000);
+    submit_x(&e, late, 0, &r[2], TFS_OK);
+    ck_assert(waiter_wait(&e.w, 3, 10000));
+    assert_linear(&r[2], late);
+    for (int i = 0; i < 3; i++)
+        result_clear(&r[i]);
+    tfs_tensor_unref(big);
+    tfs_tensor_unref(small);
+    tfs_tensor_unref(late);
+    env_stop(&e);
+}
+END_TEST
+
 Suite *suite_batching_scheduler(void);
 
 START_TEST(test_scheduler_adaptive_is_the_default)
@@ -155,6 +198,7 @@ Suite *suite_batching_scheduler(void)
     tcase_add_test(tc, test_scheduler_fixed_waits_out_the_timeout);
     tcase_add_loop_test(tc, test_scheduler_adaptive_busy_threads_gather_a_batch, 0, 2);
     tcase_add_test(tc, test_scheduler_adaptive_batches_up_to_max_batch_size);
+    tcase_add_loop_test(tc, test_scheduler_split_task_does_not_starve_small_ones, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
