@@ -161,8 +161,14 @@ int main(int argc, char **argv)
     }
     tfs_status st;
     tfs_train_config *c = NULL;
+    /* Under mpirun: join the job (a build without MPI refuses a multi-rank environment). */
+    if (tfs_dist_init(&st) != TFS_OK) {
+        fprintf(stderr, "tfserve-train: %s\n", st.msg);
+        return 1;
+    }
     if (tfs_train_config_load(config, &c, &st) != TFS_OK) {
         fprintf(stderr, "tfserve-train: %s\n", st.msg);
+        tfs_dist_finalize(true);
         return 1;
     }
     tfs_fit_opts *f = &c->fit;
@@ -190,6 +196,7 @@ int main(int argc, char **argv)
         if (n < 4 || strcmp(f->plot + n - 4, ".svg")) {
             fprintf(stderr, "tfserve-train: %s: plot: only .svg files can be written\n", config);
             tfs_train_config_free(c);
+            tfs_dist_finalize(true);
             return 1;
         }
     }
@@ -246,5 +253,6 @@ done:
     tfs_dataset_free(train);
     tfs_dataset_free(eval);
     tfs_train_config_free(c);
+    tfs_dist_finalize(status != 1);
     return status;
 }
