@@ -115,8 +115,7 @@ static enum tfs_code mpi_error(int rc, const char *what, tfs_status *st)
     int  len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "error %d", rc);
-    return TFS_ERR(st, TFS_UNAVAILABLE, "rank %d of %d: MPI collective '%s' failed: %s", rank,
-                   size, what, msg);
+    return TFS_ERR(st, TFS_UNAVAILABLE, "MPI collective '%s' failed: %s", what, msg);
 }
 
 /* Polls req until it completes, an error, or the watchdog. */
@@ -135,9 +134,9 @@ static enum tfs_code wait_req(MPI_Request *req, const char *what, tfs_status *st
         }
         if (timeout_secs > 0 && now() - start > timeout_secs)
             return TFS_ERR(st, TFS_DEADLINE_EXCEEDED,
-                           "rank %d of %d: MPI collective '%s' made no progress in %g s: another "
-                           "rank has died or stopped",
-                           rank, size, what, timeout_secs);
+                           "MPI collective '%s' made no progress in %g s: another rank has died "
+                           "or stopped",
+                           what, timeout_secs);
         nanosleep(&(struct timespec){0, 100000}, NULL);
     }
 }
@@ -181,9 +180,9 @@ enum tfs_code tfs_dist_check_same(uint64_t value, const char *what, tfs_status *
         return c;
     if (v[0] != ~v[1])
         return TFS_ERR(st, TFS_FAILED_PRECONDITION,
-                       "rank %d of %d: %s differs between the ranks: every rank must run the "
-                       "same config file and flags",
-                       rank, size, what);
+                       "%s differs between the ranks: every rank must run the same config file "
+                       "and flags",
+                       what);
     return TFS_OK;
 }
 

@@ -784,6 +784,9 @@ static enum tfs_code stop_run(fit *f, tfs_status *st)
     if (f->res->checkpoint)
         return TFS_ERR(st, TFS_CANCELLED, "stopped at step %lld; checkpoint %s", (long long)step,
                        f->res->checkpoint);
+    if (f->dist.rank != 0)
+        return TFS_ERR(st, TFS_CANCELLED, "stopped at step %lld (rank 0 saves the checkpoint)",
+                       (long long)step);
     return TFS_ERR(st, TFS_CANCELLED, "stopped at step %lld (no checkpoint_dir: not saved)",
                    (long long)step);
 }
