@@ -63,6 +63,8 @@ static void usage(FILE *f)
             "  --metrics_json=FILE   write per-epoch seconds (training steps only), loss and\n"
             "                        accuracy (train and eval) as JSON at the end of the run\n"
             "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
+            "  --intra_op_threads=N  threads per op (default: the CPUs, shared among the\n"
+            "                        ranks mpirun starts on this machine)\n"
             "  --collective_timeout=SECS  under mpirun: give up when an allreduce or broadcast\n"
             "                        makes no progress for this long (a rank died; default 60)\n"
             "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
@@ -113,6 +115,7 @@ typedef struct flags {
     const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot, *metrics_json;
     int         progress;            /* -3: not given */
     double      collective_timeout;  /* 0: not given */
+    int64_t     threads;             /* --intra_op_threads; 0: not given */
 } flags;
 
 /* Parses one flag into f; false for an unknown flag or a bad value. */
@@ -123,6 +126,8 @@ static bool parse_flag(const char *a, flags *f)
         return parse_int(v, &f->epochs) && f->epochs > 0;
     if ((v = flag_value(a, "--max_steps")))
         return parse_int(v, &f->max_steps);
+    if ((v = flag_value(a, "--intra_op_threads")))
+        return parse_int(v, &f->threads) && f->threads > 0;
     if ((v = flag_value(a, "--collective_timeout"))) {
         char *end;
         f->collective_timeout = strtod(v, &end);
@@ -244,6 +249,14 @@ int main(int argc, char **argv)
     if (tfs_dist_check_same(config_hash(config, argc, argv), "the config (file and flags)", &st) !=
         TFS_OK)
         goto done;
+    /* The ranks on one machine share its CPUs unless told otherwise. */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (fl.threads > 0)
+        tfs_runtime_set_num_threads((int)(fl.threads < 1024 ? fl.threads : 1024));
+    else if (ranks > 1 && local && atoi(local) > 1)
+        tfs_runtime_set_num_threads(tfs_runtime_num_threads() / atoi(local) > 0
+                                        ? tfs_runtime_num_threads() / atoi(local)
+                                        : 1);
     /* batch_size is per rank: the dataset yields global batches that the ranks split. */
     int64_t per_rank_batch = c->data.batch_size;
     c->data.batch_size *= ranks;
