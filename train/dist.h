@@ -30,10 +30,11 @@
 /* True when this build has MPI. */
 bool tfs_dist_available(void);
 
-/* Joins the job mpirun (or another PMI launcher) started, when the environment says there is one
- * (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK); otherwise, and on a second call, a one-rank run
- * without touching MPI. Without MPI in the build, an environment that says more than one rank is
- * FAILED_PRECONDITION: multi-process runs need a build with MPI. */
+/* Joins the job mpirun (or another PMI launcher) started when the environment says it has more
+ * than one rank (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE above 1); otherwise the run is one
+ * rank and MPI is not touched. A second call does nothing. Without MPI in the build, an
+ * environment of more than one rank is FAILED_PRECONDITION: multi-process runs need a build
+ * with MPI. */
 enum tfs_code tfs_dist_init(tfs_status *st);
 /* Leaves the job: MPI_Finalize when ok (every rank gets here), else MPI_Abort, which ends the
  * other ranks too (one of them may be waiting in a collective this rank will never join). */
