@@ -6,7 +6,8 @@
  *                after the same steps, for an MLP (Adam) and a CNN (momentum), within a stated
  *                tolerance (the sum of two half-batch gradients rounds differently from the
  *                whole batch's); 101 examples, so each epoch's last batch (5 rows) splits 2 + 3
- *                and exercises the weighting by each slice's share.
+ *                and exercises the weighting by each slice's share; with lr_scaling = linear,
+ *                2 ranks at rate r match 1 process at rate 2r (SGD).
  *   resume       a 2-rank run stopped at step 6 and resumed (--resume) to step 14 ends with
  *                exactly the weights of an uninterrupted 2-rank run, and a 2-rank checkpoint
  *                resumes in 1 process (the data position is global).
@@ -259,6 +260,31 @@ START_TEST(test_mpi_equivalence_cnn)
 }
 END_TEST
 
+/* lr_scaling = linear: 2 ranks at rate r and batch B/2 take the steps of 1 process at rate 2r and
+ * batch B (plain SGD: the update is the rate times the batch's mean gradient). */
+START_TEST(test_mpi_lr_scaling)
+{
+    char one[sizeof MLP + 64], two[sizeof MLP + 64];
+    snprintf(one, sizeof one, "%.*s", (int)(strstr(MLP, "[optimizer]") - MLP), MLP);
+    snprintf(two, sizeof two, "%s", one);
+    strcat(one, "[optimizer]\nname = sgd\nlearning_rate = 0.2\n");
+    strcat(two, "[optimizer]\nname = sgd\nlearning_rate = 0.1\n");
+    write_config("one.ini", BATCH, one);
+    write_config("two.ini", BATCH / 2, two);
+    int rc = run("one", "%s one.ini --max_steps=10 --checkpoint_dir=ck1 --quiet", trainer());
+    ck_assert_msg(rc == 0, "1 process: exit %d\n%s", rc, slurp("one.txt"));
+    ck_assert_int_eq(tt_sh("echo 'lr_scaling = linear' >>'%s'", P("two.ini")), 0);
+    rc = run("two", MPIRUN " -np 2 %s two.ini --max_steps=10 --checkpoint_dir=ck2 --progress=lines",
+             trainer());
+    char *out = slurp("two.txt");
+    ck_assert_msg(rc == 0 && strstr(out, "learning rate x2"), "2 ranks: exit %d\n%s", rc, out);
+    free(out);
+    double scale, d = max_weight_diff("ck1", "ck2", 10, &scale);
+    printf("SGD, linear scaling: largest weight difference %g (largest weight %g)\n", d, scale);
+    ck_assert_msg(d <= 1e-5 * fmax(scale, 1.0), "weights differ by %g (largest %g)", d, scale);
+}
+END_TEST
+
 START_TEST(test_mpi_resume)
 {
     write_config("two.ini", BATCH / 2, MLP);
@@ -466,9 +492,11 @@ int main(int argc, char **argv)
     }
     struct {
         const char *name;
-        const TTest *tests[2];
+        const TTest *tests[3];
         bool        mpi;
-    } cases[] = {{"equivalence", {test_mpi_equivalence_mlp, test_mpi_equivalence_cnn}, true},
+    } cases[] = {{"equivalence",
+                  {test_mpi_equivalence_mlp, test_mpi_equivalence_cnn, test_mpi_lr_scaling},
+                  true},
                  {"resume", {test_mpi_resume, NULL}, true},
                  {"failures", {test_mpi_failures, NULL}, true},
                  {"nompi", {test_mpi_nompi, NULL}, false}};
@@ -478,7 +506,7 @@ int main(int argc, char **argv)
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);
         tcase_add_checked_fixture(tc, setup, teardown);
-        for (int k = 0; k < 2 && cases[i].tests[k]; k++)
+        for (int k = 0; k < 3 && cases[i].tests[k]; k++)
             tcase_add_test(tc, cases[i].tests[k]);
         suite_add_tcase(s, tc);
     }
