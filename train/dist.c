@@ -19,7 +19,7 @@
 #include <stdio.h>
 #endif
 
-static double timeout_secs = 60;
+static double         timeout_secs = 60;
 static tfs_dist_stats stats;
 
 /* More than one rank in the environment a launcher (Open MPI's mpirun, a PMI launcher) set. */
@@ -54,7 +54,7 @@ static double now(void)
 }
 
 static MPI_Comm comm = MPI_COMM_NULL;
-static int rank, size = 1;
+static int      rank, size = 1;
 
 struct tfs_dist_request {
     MPI_Request req;
@@ -172,7 +172,7 @@ enum tfs_code tfs_dist_check_same(uint64_t value, const char *what, tfs_status *
     /* min(v) and min(-v), i.e. -max(v), in one allreduce. */
     uint64_t    v[2] = {value, ~value};
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, comm, &req);
+    int         rc = MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, comm, &req);
     if (rc != MPI_SUCCESS)
         return mpi_error(rc, what, st);
     enum tfs_code c = wait_req(&req, what, st);

@@ -40,8 +40,8 @@ enum tfs_code tfs_dist_init(tfs_status *st);
  * other ranks too (one of them may be waiting in a collective this rank will never join). */
 void tfs_dist_finalize(bool ok);
 
-int tfs_dist_rank(void);   /* 0 without a job */
-int tfs_dist_size(void);   /* 1 without a job */
+int tfs_dist_rank(void); /* 0 without a job */
+int tfs_dist_size(void); /* 1 without a job */
 
 /* The watchdog: seconds a collective may go without completing (default 60; <= 0: no limit). */
 void tfs_dist_set_timeout(double secs);

@@ -280,7 +280,8 @@ int main(int argc, char **argv)
     rc = tfs_train_fit(m, train, eval, f, &r, &st);
     /* Also after a failure: the epochs completed are worth having. Rank 0's alone: its
      * figures are the whole run's. */
-    if (fl.metrics_json && tfs_dist_rank() == 0 && tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
+    if (fl.metrics_json && tfs_dist_rank() == 0 &&
+        tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
         if (rc == TFS_OK) {
             st = mst;   /* reported below */
             rc = mst.code;

@@ -93,7 +93,7 @@ static void write_data(int n)
         lab[i] = (uint8_t)c;
         for (int r = 0; r < SIDE; r++)
             for (int q = 0; q < SIDE; q++) {
-                int quad = (r >= SIDE / 2) * 2 + (q >= SIDE / 2);
+                int      quad = (r >= SIDE / 2) * 2 + (q >= SIDE / 2);
                 uint64_t v = tt_rand(&s);
                 px[(i * SIDE + r) * SIDE + q] =
                     (uint8_t)(quad == c ? 150 + (int)(v % 101) : (int)(v % 61));
@@ -187,8 +187,8 @@ static double max_weight_diff(const char *ck_a, const char *ck_b, int64_t want_s
         } else if (v.dtype == TFS_DTYPE_FLOAT && strncmp(v.name, "_tfs/", 5) &&
                    !strstr(v.name, "/Adam") && !strstr(v.name, "/Momentum") &&
                    !strstr(v.name, "_power")) {
-            ck_assert_msg(tfs_checkpoint_read(a, v.name, TFS_DTYPE_FLOAT, &ta, &st) == TFS_OK,
-                          "%s", st.msg);
+            ck_assert_msg(tfs_checkpoint_read(a, v.name, TFS_DTYPE_FLOAT, &ta, &st) == TFS_OK, "%s",
+                          st.msg);
             ck_assert_msg(tfs_checkpoint_read(b, v.name, TFS_DTYPE_FLOAT, &tb, &st) == TFS_OK,
                           "%s: %s", v.name, st.msg);
             ck_assert_int_eq(ta->nelem, tb->nelem);
@@ -225,10 +225,10 @@ static void teardown(void)
 }
 
 /* 1 process at batch B and 2 ranks at B/2, 10 steps (two epochs and a half: both partial last
- * batches included): the same weights within 1e-5 of the largest weight (measured: 6e-8). The bound is loose for
- * float rounding (the runs differ by rounding of the gradient sums, ~1e-7 relative per step,
- * which Adam can amplify where a gradient is near 0) and tight for any real difference: one step
- * more or less, a sample in the wrong shard, or a gradient not averaged moves weights by 1e-3
+ * batches included): the same weights within 1e-5 of the largest weight (measured: 6e-8). The bound
+ * is loose for float rounding (the runs differ by rounding of the gradient sums, ~1e-7 relative per
+ * step, which Adam can amplify where a gradient is near 0) and tight for any real difference: one
+ * step more or less, a sample in the wrong shard, or a gradient not averaged moves weights by 1e-3
  * and more at these learning rates. */
 static void check_equivalence(const char *model, const char *what)
 {
@@ -240,8 +240,8 @@ static void check_equivalence(const char *model, const char *what)
              trainer());
     ck_assert_msg(rc == 0, "%s: 2 ranks: exit %d\n%s", what, rc, slurp("two.txt"));
     double scale, d = max_weight_diff("ck1", "ck2", 10, &scale);
-    printf("%s: 1 process vs 2 ranks: largest weight difference %g (largest weight %g)\n", what,
-           d, scale);
+    printf("%s: 1 process vs 2 ranks: largest weight difference %g (largest weight %g)\n", what, d,
+           scale);
     ck_assert_msg(d <= 1e-5 * fmax(scale, 1.0), "%s: weights differ by %g (largest %g)", what, d,
                   scale);
     /* Rank 0 alone wrote: one checkpoint series, no temporary files. */
@@ -360,9 +360,9 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Starts a long 2-rank run in the background (a checkpoint per epoch of 4 steps into `ck`), waits for
- * its first checkpoint, sends rank 1 `sig`, and returns the run's exit status and the seconds it
- * took to end after the signal. */
+/* Starts a long 2-rank run in the background (a checkpoint per epoch of 4 steps into `ck`), waits
+ * for its first checkpoint, sends rank 1 `sig`, and returns the run's exit status and the seconds
+ * it took to end after the signal. */
 static int signal_rank1(const char *ck, int sig, double *secs)
 {
     char cmd[8192];
@@ -408,9 +408,9 @@ START_TEST(test_mpi_failures)
     /* Different configs: every rank fails and says why. */
     write_config("two.ini", BATCH / 2, MLP);
     write_config("other.ini", BATCH / 2, CNN);
-    int rc = run("mismatch",
-                 MPIRUN " -np 1 %s two.ini --max_steps=2 : -np 1 %s other.ini --max_steps=2",
-                 trainer(), trainer());
+    int rc =
+        run("mismatch", MPIRUN " -np 1 %s two.ini --max_steps=2 : -np 1 %s other.ini --max_steps=2",
+            trainer(), trainer());
     char *out = slurp("mismatch.txt");
     ck_assert_msg(rc != 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0 of 2: FAILED_PRECONDITION: the config (file and flags) "
@@ -433,16 +433,15 @@ START_TEST(test_mpi_failures)
      * and the newest checkpoint (written atomically) still reads. */
     double secs;
     rc = signal_rank1("killed", SIGKILL, &secs);
-    ck_assert_msg(rc != 0 && secs < 15, "exit %d after %.1f s\n%s", rc, secs,
-                  slurp("killed.txt"));
+    ck_assert_msg(rc != 0 && secs < 15, "exit %d after %.1f s\n%s", rc, secs, slurp("killed.txt"));
     tfs_status      st;
     char           *prefix = NULL;
     tfs_checkpoint *c = NULL;
     tfs_tensor     *t = NULL;
     ck_assert_msg(tfs_checkpoint_latest(P("killed"), &prefix, &st) == TFS_OK, "%s", st.msg);
     ck_assert_msg(tfs_checkpoint_open(prefix, &c, &st) == TFS_OK, "%s", st.msg);
-    ck_assert_msg(tfs_checkpoint_read(c, "dense/kernel", TFS_DTYPE_FLOAT, &t, &st) == TFS_OK,
-                  "%s", st.msg);
+    ck_assert_msg(tfs_checkpoint_read(c, "dense/kernel", TFS_DTYPE_FLOAT, &t, &st) == TFS_OK, "%s",
+                  st.msg);
     tfs_tensor_unref(t);
     tfs_checkpoint_close(c);
     tfs_free(prefix);
@@ -491,9 +490,9 @@ int main(int argc, char **argv)
         }
     }
     struct {
-        const char *name;
+        const char  *name;
         const TTest *tests[3];
-        bool        mpi;
+        bool         mpi;
     } cases[] = {{"equivalence",
                   {test_mpi_equivalence_mlp, test_mpi_equivalence_cnn, test_mpi_lr_scaling},
                   true},
