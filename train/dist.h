@@ -64,6 +64,10 @@ typedef struct tfs_dist_request tfs_dist_request;
  * Caller owns *out (tfs_dist_wait frees it). */
 enum tfs_code tfs_dist_allreduce_start(float *buf, int64_t n, const char *what,
                                        tfs_dist_request **out, tfs_status *st);
+/* Lets MPI move r along (MPI has no progress thread of its own by default: a request advances
+ * inside MPI calls); *done tells whether it has completed. Call it now and then while computing;
+ * tfs_dist_wait is still needed. NULL-safe (done). */
+enum tfs_code tfs_dist_test(tfs_dist_request *r, bool *done, tfs_status *st);
 /* Waits for r (under the watchdog) and frees it; NULL-safe. */
 enum tfs_code tfs_dist_wait(tfs_dist_request *r, tfs_status *st);
 

@@ -473,9 +473,11 @@ typedef struct dist {
     int          n_order;
     int         *first;        /* [n_buckets + 1] bucket k holds order[first[k] .. first[k+1]) */
     int64_t     *end;          /* [n_buckets] the float where bucket k ends */
+    int         *bucket_of;    /* [n_vars] the bucket variable i's gradient is in */
     int          n_buckets;
     bool         stop;         /* the ranks agreed to stop (one of them was asked to) */
     int64_t      steps, global_batch;
+    int64_t      early;        /* buckets started while the backward pass still ran */
     double       step_secs;
 } dist;
 
@@ -489,6 +491,7 @@ static void dist_free(dist *d)
     tfs_free(d->order);
     tfs_free(d->first);
     tfs_free(d->end);
+    tfs_free(d->bucket_of);
 }
 
 /* Lays the gradients out in buf and cuts it into buckets of at most `threshold` bytes (a
@@ -502,7 +505,8 @@ static enum tfs_code dist_plan(dist *d, tfs_model *m, int64_t threshold, tfs_sta
     d->order = tfs_calloc((size_t)n + 1, sizeof *d->order);
     d->first = tfs_calloc((size_t)n + 2, sizeof *d->first);
     d->end = tfs_calloc((size_t)n + 2, sizeof *d->end);
-    if (!d->offset || !d->views || !d->order || !d->first || !d->end)
+    d->bucket_of = tfs_calloc((size_t)n + 1, sizeof *d->bucket_of);
+    if (!d->offset || !d->views || !d->order || !d->first || !d->end || !d->bucket_of)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory planning the allreduce");
     int64_t       at = 0, start = 0;
     enum tfs_code rc;
@@ -524,6 +528,7 @@ static enum tfs_code dist_plan(dist *d, tfs_model *m, int64_t threshold, tfs_sta
             start = at;
         }
         d->offset[i] = at;
+        d->bucket_of[i] = d->n_buckets;
         d->order[d->n_order++] = i;
         at += ne;
     }
@@ -584,75 +589,130 @@ static double dist_lr_scale(const fit *f)
     return d->size;
 }
 
+/* A step's packing of gradients into the fusion buffer, bucket by bucket. Buckets are started
+ * strictly in order, so every rank issues the same collectives in the same order whatever order
+ * its backward pass finishes the gradients in. */
+typedef struct packer {
+    fit               *f;
+    float              w;        /* this rank's share of the batch */
+    bool              *packed;   /* [n_vars] */
+    int               *left;     /* [n_buckets] gradients not packed yet */
+    tfs_dist_request **req;      /* [n_buckets] */
+    int                started;  /* buckets started */
+    bool               in_run;   /* the backward pass is running */
+    enum tfs_code      rc;       /* the first error, with st */
+    tfs_status         st;
+} packer;
+
+/* Starts every bucket before `limit` whose gradients are all packed, in order, and lets the ones
+ * in flight move along. */
+static void pack_start(packer *pk, int limit)
+{
+    dist *d = &pk->f->dist;
+    while (pk->rc == TFS_OK && pk->started < limit && pk->left[pk->started] == 0) {
+        int     k = pk->started++;
+        int64_t from = k == 0 ? 0 : d->end[k - 1];
+        char    what[64];
+        snprintf(what, sizeof what, "gradient allreduce (bucket %d of %d)", k + 1, d->n_buckets);
+            pk->rc = tfs_dist_allreduce_start(d->buf + from, d->end[k] - from, what, &pk->req[k],
+                                          &pk->st);
+        d->early += pk->in_run;
+    }
+    for (int k = 0; pk->rc == TFS_OK && k < pk->started; k++) {
+        bool done;
+        pk->rc = tfs_dist_test(pk->req[k], &done, &pk->st);
+    }
+}
+
+/* Weighted by the slice's share, the sum over the ranks is the gradient of the whole batch's
+ * mean loss (the regularization's counted once); src NULL (a rank without rows) adds zeros. */
+static void pack_one(packer *pk, int var, const tfs_tensor *grad)
+{
+    dist *d = &pk->f->dist;
+    if (pk->rc != TFS_OK || var < 0 || var >= d->n_vars || d->offset[var] < 0 || pk->packed[var])
+        return;
+    int64_t ne = d->views[var]->nelem;
+    if (grad && grad->nelem != ne) {
+        pk->rc = TFS_ERR(&pk->st, TFS_INTERNAL, "the gradient of '%s' has %lld elements, its "
+                         "variable %lld", tfs_model_variable_name(pk->f->m, var),
+                         (long long)grad->nelem, (long long)ne);
+        return;
+    }
+    float       *dst = d->buf + d->offset[var];
+    const float *src = grad ? grad->data : NULL;
+    for (int64_t e = 0; e < ne; e++)
+        dst[e] = src ? pk->w * src[e] : 0.0f;
+    pk->packed[var] = true;
+    pk->left[d->bucket_of[var]]--;
+}
+
+/* The model's callback during the backward pass: pack, and start what is complete. The last
+ * bucket also carries the step's figures, known only when the run is over. */
+static void on_gradient(int var, const tfs_tensor *grad, void *arg)
+{
+    packer *pk = arg;
+    pack_one(pk, var, grad);
+    pack_start(pk, pk->f->dist.n_buckets - 1);
+}
+
 /* One data-parallel step on a global batch: this rank's slice forward and backward, its
- * gradients weighted by the slice's share of the batch into the fusion buffer bucket by bucket,
- * each bucket's allreduce started as soon as it is filled, all awaited, and the same update
- * applied on every rank. *loss, *correct and *units are the whole batch's. */
+ * gradients packed into the fusion buffer as the backward pass computes them, each bucket's
+ * allreduce started as soon as it is full, all awaited, and the same update applied on every
+ * rank. *loss, *correct and *units are the whole batch's. */
 static enum tfs_code dist_step(fit *f, batch *b, double *loss, int64_t *correct, int64_t *units,
                                tfs_status *st)
 {
-    dist              *d = &f->dist;
-    double             t0 = now();
-    int64_t            gb = b->x->dims[0];
-    tfs_tensor        *x = NULL, *y = NULL, **grads = tfs_calloc((size_t)d->n_vars + 1,
-                                                                  sizeof *grads);
-    tfs_dist_request **req = tfs_calloc((size_t)d->n_buckets, sizeof *req);
-    double             l = 0;
-    int64_t            c = 0, u = 0;
-    enum tfs_code      rc = TFS_OK;
-    if (!grads || !req) {
+    dist       *d = &f->dist;
+    double      t0 = now();
+    int64_t     gb = b->x->dims[0];
+    tfs_tensor *x = NULL, *y = NULL, **grads = tfs_calloc((size_t)d->n_vars + 1, sizeof *grads);
+    packer      pk = {.f = f};
+    pk.packed = tfs_calloc((size_t)d->n_vars + 1, sizeof *pk.packed);
+    pk.left = tfs_calloc((size_t)d->n_buckets, sizeof *pk.left);
+    pk.req = tfs_calloc((size_t)d->n_buckets, sizeof *pk.req);
+    double        l = 0;
+    int64_t       c = 0, u = 0;
+    enum tfs_code rc = TFS_OK;
+    if (!grads || !pk.packed || !pk.left || !pk.req) {
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a step");
         goto done;
     }
+    for (int k = 0; k < d->n_buckets; k++)
+        pk.left[k] = d->first[k + 1] - d->first[k];
     if (gb > d->global_batch)
         d->global_batch = gb;
     if ((rc = rank_slice(b->x, &x, st)) != TFS_OK || (rc = rank_slice(b->y, &y, st)) != TFS_OK)
         goto done;
     int64_t n = x->dims[0];
+    pk.w = (float)((double)n / (double)gb);
     if (n > 0) {
-        if ((rc = tfs_model_compute_gradients(f->m, x, y, grads, &l, &c, st)) != TFS_OK)
+        pk.in_run = true;
+        rc = tfs_model_compute_gradients(f->m, x, y, on_gradient, &pk, grads, &l, &c, st);
+        pk.in_run = false;
+        if (rc != TFS_OK)
             goto done;
         u = tfs_model_accuracy_units(f->m, y);
     }
-    /* Weighted by the slice's share, the sum is the gradient of the whole batch's mean loss
-     * (the regularization's, counted once); a rank without rows adds zeros. */
-    float w = (float)((double)n / (double)gb);
-    for (int k = 0; k < d->n_buckets; k++) {
-        for (int j = d->first[k]; j < d->first[k + 1]; j++) {
-            int          i = d->order[j];
-            float       *dst = d->buf + d->offset[i];
-            int64_t      ne = d->views[i]->nelem;
-            const float *src = grads[i] ? grads[i]->data : NULL;
-            if (src && grads[i]->nelem != ne) {
-                rc = TFS_ERR(st, TFS_INTERNAL, "the gradient of '%s' has %lld elements, its "
-                             "variable %lld", tfs_model_variable_name(f->m, i),
-                             (long long)grads[i]->nelem, (long long)ne);
-                goto done;
-            }
-            for (int64_t e = 0; e < ne; e++)
-                dst[e] = src ? w * src[e] : 0.0f;
-        }
-        if (k == d->n_buckets - 1) {
-            float *ex = d->buf + d->n_floats - N_EXTRAS;
-            ex[EX_LOSS] = (float)(l * (double)n);
-            ex[EX_CORRECT] = (float)c;
-            ex[EX_UNITS] = (float)u;
-            ex[EX_STOP] = f->o->stop && *f->o->stop ? 1.0f : 0.0f;
-        }
-        int64_t from = k == 0 ? 0 : d->end[k - 1];
-        char    what[64];
-        snprintf(what, sizeof what, "gradient allreduce (bucket %d of %d)", k + 1, d->n_buckets);
-        if ((rc = tfs_dist_allreduce_start(d->buf + from, d->end[k] - from, what, &req[k], st)) !=
-            TFS_OK)
-            goto done;
+    /* What the callback did not see (a GPU plan, a rank without rows), then the figures. */
+    for (int j = 0; j < d->n_order; j++)
+        pack_one(&pk, d->order[j], grads[d->order[j]]);
+    float *ex = d->buf + d->n_floats - N_EXTRAS;
+    ex[EX_LOSS] = (float)(l * (double)n);
+    ex[EX_CORRECT] = (float)c;
+    ex[EX_UNITS] = (float)u;
+    ex[EX_STOP] = f->o->stop && *f->o->stop ? 1.0f : 0.0f;
+    pack_start(&pk, d->n_buckets);
+    if ((rc = pk.rc) != TFS_OK) {
+        if (st)
+            *st = pk.st;
+        goto done;
     }
     for (int k = 0; k < d->n_buckets; k++) {
-        rc = tfs_dist_wait(req[k], st);
-        req[k] = NULL;
+        rc = tfs_dist_wait(pk.req[k], st);
+        pk.req[k] = NULL;
         if (rc != TFS_OK)
             goto done;
     }
-    const float *ex = d->buf + d->n_floats - N_EXTRAS;
     *loss = ex[EX_LOSS] / (double)gb;
     *correct = (int64_t)llround(ex[EX_CORRECT]);
     *units = (int64_t)llround(ex[EX_UNITS]);
@@ -672,7 +732,9 @@ done:
     for (int i = 0; grads && i < d->n_vars; i++)
         tfs_tensor_unref(grads[i]);
     tfs_free(grads);
-    tfs_free(req);
+    tfs_free(pk.packed);
+    tfs_free(pk.left);
+    tfs_free(pk.req);
     tfs_tensor_unref(x);
     tfs_tensor_unref(y);
     return rc;
@@ -745,12 +807,13 @@ static void dist_summary(const fit *f, FILE *out)
     double per = 1.0 / (double)d->steps;
     fprintf(out,
             "mpi: %d ranks x batch %lld (global %lld), %lld steps, %.0f ex/s; allreduce per step: "
-            "%d bucket%s (fusion threshold %lld bytes), %.0f bytes, %.3f ms waiting (%.1f%% of "
-            "the step); learning rate x%g\n",
+            "%d bucket%s (fusion threshold %lld bytes; %.1f started during the backward pass), "
+            "%.0f bytes, %.3f ms waiting (%.1f%% of the step); learning rate x%g\n",
             d->size, (long long)(d->global_batch / d->size), (long long)d->global_batch,
             (long long)d->steps,
             d->step_secs > 0 ? (double)d->steps * (double)d->global_batch / d->step_secs : 0.0,
             d->n_buckets, d->n_buckets == 1 ? "" : "s", (long long)f->o->fusion_threshold_bytes,
+            (double)d->early * per,
             (double)s.bytes * per, s.wait_secs * per * 1e3,
             d->step_secs > 0 ? 100.0 * s.wait_secs / d->step_secs : 0.0, dist_lr_scale(f));
 }

@@ -624,7 +624,23 @@ enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
     return TFS_OK;
 }
 
+/* The session's fetch hook during a gradient run: fetch index to variable index. */
+typedef struct gradient_hook {
+    const int            *var_of;   /* [fetches]; -1: not a gradient */
+    int                   n;
+    tfs_model_gradient_fn ready;
+    void                 *arg;
+} gradient_hook;
+
+static void on_fetch(int fetch, const tfs_tensor *t, void *arg)
+{
+    const gradient_hook *h = arg;
+    if (fetch < h->n && h->var_of[fetch] >= 0 && t->dtype == TFS_DTYPE_FLOAT)
+        h->ready(h->var_of[fetch], t, h->arg);
+}
+
 enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tensor *y,
+                                          tfs_model_gradient_fn ready, void *arg,
                                           tfs_tensor **grads, double *loss, int64_t *correct,
                                           tfs_status *st)
 {
@@ -643,9 +659,12 @@ enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tenso
         rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a step");
         goto done;
     }
+    var_of[nf] = -1;
     fetches[nf++] = m->loss;
-    if (has_correct)
+    if (has_correct) {
+        var_of[nf] = -1;
         fetches[nf++] = m->correct;
+    }
     int first_grad = nf;
     for (int i = 0; i < m->n_grad; i++)
         if (m->grad_feed[i]) {
@@ -653,8 +672,13 @@ enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tenso
             fetches[nf++] = m->grad_name[i];
         }
     tfs_feed    feeds[2] = {{m->x, x}, {m->y, y}};
-    const char *target = m->updates_op;
+    const char   *target = m->updates_op;
+    gradient_hook hook = {var_of, nf, ready, arg};
+    if (ready)
+        tfs_session_set_thread_fetch_hook(on_fetch, &hook);
     rc = tfs_session_run(m->s, feeds, 2, fetches, nf, &target, target[0] ? 1 : 0, out, st);
+    if (ready)
+        tfs_session_set_thread_fetch_hook(NULL, NULL);
     if (rc != TFS_OK) {
         tfs_status_prefix(st, "step %lld", (long long)m->step + 1);
         goto done;
