@@ -32,7 +32,7 @@ struct tfs_model {
     int                n_grad;
     /* spec.data_parallel: [n_grad] "<var>/allreduced_gradient:0", the placeholder the optimizer
      * reads that variable's gradient from (NULL where grad_name is); and the target of the
-     * gradient run (the BatchNorm updates; "" when none). */
+     * gradient run (the gradients' barrier and the BatchNorm updates). */
     char             **grad_feed;
     char               updates_op[256];
     /* tensor names the runs use */
@@ -367,8 +367,11 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         else
             tfs__outs_push(g, &ops, &n_ops, &cap_ops, b->updates[i]);
     }
-    if (n_upd > 0) {
-        tfs_out u = tfs_build_group(g, "batch_statistics_updates", n_upd, upd);
+    if (spec->data_parallel) {
+        /* The gradient run's target: the barrier (so check_numerics' checks run) and the
+         * BatchNorm updates. */
+        tfs__outs_push(g, &upd, &n_upd, &cap_upd, barrier);
+        tfs_out u = tfs_build_group(g, "gradient_run", n_upd, upd);
         snprintf(m->updates_op, sizeof m->updates_op, "%s",
                  tfs_out_ok(u) ? tfs_graph_node_name(g, u.node) : "");
     }
