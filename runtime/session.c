@@ -929,6 +929,28 @@ bool tfs_session_set_thread_file_ops(bool allowed)
     return old;
 }
 
+static _Thread_local tfs_fetch_hook_fn thread_fetch_hook;
+static _Thread_local void             *thread_fetch_hook_arg;
+
+void tfs_session_set_thread_fetch_hook(tfs_fetch_hook_fn fn, void *arg)
+{
+    thread_fetch_hook = fn;
+    thread_fetch_hook_arg = arg;
+}
+
+/* Calls the hook for each fetch whose value the run now holds, once per fetch. */
+static void report_fetches(const run_plan *p, const run_state *r, bool *told, tfs_fetch_hook_fn fn,
+                           void *arg)
+{
+    for (int i = 0; i < p->n_fetches; i++) {
+        const tfs_tensor *t = r->vals[p->fetch_slot[i]];
+        if (!told[i] && t && t != &dead_value && !is_ref_dtype(t->dtype)) {
+            told[i] = true;
+            fn(i, t, arg);
+        }
+    }
+}
+
 enum tfs_code tfs__run_check_file_ops(const tfs_node *n, tfs_status *st)
 {
     if (!thread_file_ops_denied)
@@ -953,8 +975,15 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
                                   tfs_tensor **outputs, tfs_status *st)
 {
     TFS_ASSERT(p->prepared);
-    if (p->gpu)   /* the one test a CPU run pays for devices */
-        return tfs__plan_execute_gpu(s, p, feeds, outputs, st);
+    /* The fetch hook is this run's alone: the runs of function bodies inside it do not see it. */
+    tfs_fetch_hook_fn hook = thread_fetch_hook;
+    void             *hook_arg = thread_fetch_hook_arg;
+    if (p->gpu) { /* the one test a CPU run pays for devices */
+        thread_fetch_hook = NULL;
+        enum tfs_code grc = tfs__plan_execute_gpu(s, p, feeds, outputs, st);
+        thread_fetch_hook = hook;
+        return grc;
+    }
     enum tfs_code rc = TFS_OK;
     tfs_mem_run mem;
     run_state *rp = tfs__run_state_get(s, p);
@@ -969,13 +998,21 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
         if (r.remaining[p->feed_slot[i]] > 0)
             r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
 
+    bool *told = hook ? tfs_calloc((size_t)p->n_fetches + 1, sizeof *told) : NULL;
+    thread_fetch_hook = NULL;
     for (int k = 0; k < p->n_order; k++) {
         if (mem.step)
             atomic_store_explicit(mem.step, k, memory_order_relaxed);
         if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
             (rc = run_node(s, p, &r, k, &mem, st)) != TFS_OK)
-            goto done;
+            break;
+        if (told)
+            report_fetches(p, &r, told, hook, hook_arg);
     }
+    thread_fetch_hook = hook;
+    tfs_free(told);
+    if (rc != TFS_OK)
+        goto done;
 
     for (int i = 0; i < p->n_fetches; i++) {
         int slot = p->fetch_slot[i];

@@ -116,6 +116,14 @@ int64_t tfs_session_set_thread_deadline(int64_t deadline_ns);
  * fails the run with PERMISSION_DENIED naming the node. Returns the previous setting. */
 bool tfs_session_set_thread_file_ops(bool allowed);
 
+/* A hook for the runs the calling thread starts from now on (NULL: none): on a CPU plan,
+ * fn(i, t, arg) is called on the running thread as soon as fetch i's value is computed, before
+ * the rest of the run goes on, once per fetch (t borrowed for the call; not for reference-typed
+ * fetches). A trainer uses it to start sending gradients while the backward pass still runs.
+ * GPU plans do not call it. The runs of function bodies inside a run do not see it. */
+typedef void (*tfs_fetch_hook_fn)(int fetch, const tfs_tensor *t, void *arg);
+void tfs_session_set_thread_fetch_hook(tfs_fetch_hook_fn fn, void *arg);
+
 /* Runs. outputs[i] receives a new reference to fetch i (caller owns) on success; all NULL on
  * failure. Fetching a reference-typed tensor (a VariableV2 output) yields the variable's value.
  * Errors from kernels carry the node name: "node 'mul': Incompatible shapes: [3] vs. [2]". */

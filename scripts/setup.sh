@@ -8,6 +8,7 @@ pkgs=(
   libmicrohttpd-dev libjansson-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler
   libgrpc-dev libopenblas-dev check libsubunit-dev libsnappy-dev libre2-dev zlib1g-dev
   python3-grpcio python3-protobuf python3-numpy
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
   valgrind clang libclang-rt-14-dev
   podman runc debootstrap

@@ -468,6 +468,24 @@ static enum tfs_code set_train(parser *p, const char *k, const char *v)
         return get_int(p, k, v, 0, &f->log_every_steps);
     if (!strcmp(k, "histograms"))
         return get_bool(p, k, v, &f->histograms);
+    if (!strcmp(k, "fusion_threshold_bytes"))
+        return get_int(p, k, v, 1, &f->fusion_threshold_bytes);
+    if (!strcmp(k, "lr_scaling")) {
+        if (!strcmp(v, "none") || !strcmp(v, "linear")) {
+            f->lr_scaling = !strcmp(v, "linear") ? TFS_LR_SCALING_LINEAR : TFS_LR_SCALING_NONE;
+            return TFS_OK;
+        }
+        return perr(p, "lr_scaling: '%s' is not none or linear", v);
+    }
+    if (!strcmp(k, "lr_scaling_warmup_steps"))
+        return get_int(p, k, v, 0, &f->lr_scaling_warmup_steps);
+    if (!strcmp(k, "lr_scaling_warmup_epochs") || !strcmp(k, "collective_timeout_secs")) {
+        double       *d = k[0] == 'l' ? &f->lr_scaling_warmup_epochs : &f->collective_timeout_secs;
+        enum tfs_code rc = get_double(p, k, v, d);
+        if (rc == TFS_OK && !(*d >= 0))
+            return perr(p, "%s: must be >= 0", k);
+        return rc;
+    }
     struct {
         const char *key;
         const char **s;

@@ -56,6 +56,23 @@ typedef struct tfs_fit_opts {
      * batches it would have seen), flushes the event file, skips eval and export, and returns
      * TFS_CANCELLED "stopped at step N". */
     volatile sig_atomic_t *stop;
+    /* Data-parallel runs (more than one rank in dist.h; the model built with data_parallel).
+     * train_ds yields global batches (every rank the same ones, from the same seed): each rank
+     * trains on its slice of each batch, the gradients are summed with one allreduce per
+     * fusion bucket, weighted by each slice's share of the batch, and every rank applies the
+     * same update. Rank 0's variables (after warm start or resume, which only rank 0 reads) are
+     * broadcast first; only rank 0 writes checkpoints, event files, the plot and the export;
+     * the figures are those of the whole global batch. eval_ds is sliced likewise. */
+    int64_t fusion_threshold_bytes;   /* gradient bytes per allreduce; default 4 MiB */
+    enum tfs_lr_scaling {
+        TFS_LR_SCALING_NONE = 0,      /* the configured rate (default) */
+        TFS_LR_SCALING_LINEAR,        /* the rate times the number of ranks (Goyal et al.) */
+    } lr_scaling;
+    /* LINEAR: the factor grows from 1 to the number of ranks over the first steps: the larger
+     * of these steps and these epochs (in steps of the global batch); 0: none. */
+    int64_t lr_scaling_warmup_steps;
+    double  lr_scaling_warmup_epochs;
+    double  collective_timeout_secs;  /* dist.h's watchdog; default 60 */
 } tfs_fit_opts;
 
 tfs_fit_opts tfs_fit_opts_default(void);

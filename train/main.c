@@ -15,6 +15,7 @@
  * the file, step or op at fault); 2 bad usage; 130/143 stopped by SIGINT/SIGTERM.
  */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,33 @@ static void usage(FILE *f)
             "  --metrics_json=FILE   write per-epoch seconds (training steps only), loss and\n"
             "                        accuracy (train and eval) as JSON at the end of the run\n"
             "  --check_numerics      stop at the first op that produces a NaN or Inf\n"
+            "  --intra_op_threads=N  threads per op (default: the CPUs, shared among the\n"
+            "                        ranks mpirun starts on this machine)\n"
+            "  --collective_timeout=SECS  under mpirun: give up when an allreduce or broadcast\n"
+            "                        makes no progress for this long (a rank died; default 60)\n"
             "  --progress=bar|lines  progress display (default: a bar on a terminal)\n"
             "  --quiet               no progress output\n"
             "  --help                this text\n"
             "SIGINT or SIGTERM: stops before the next step, saves a checkpoint, exits 130/143.\n");
+}
+
+/* FNV-1a over the config file's bytes and the arguments: what every rank must agree on. */
+static uint64_t config_hash(const char *path, int argc, char **argv)
+{
+    uint64_t h = 14695981039346656037ull;
+    FILE    *f = fopen(path, "rb");
+    int      ch;
+    while (f && (ch = fgetc(f)) != EOF)
+        h = (h ^ (uint64_t)(unsigned char)ch) * 1099511628211ull;
+    if (f)
+        fclose(f);
+    for (int i = 1; i < argc; i++)
+        for (const char *p = argv[i];; p++) {
+            h = (h ^ (uint64_t)(unsigned char)*p) * 1099511628211ull;
+            if (!*p)
+                break;
+        }
+    return h;
 }
 
 static const char *flag_value(const char *arg, const char *name)
@@ -90,6 +114,8 @@ typedef struct flags {
     bool        resume, check_numerics, quiet;
     const char *warm_start, *checkpoint_dir, *log_dir, *export_dir, *plot, *metrics_json;
     int         progress;            /* -3: not given */
+    double      collective_timeout;  /* 0: not given */
+    int64_t     threads;             /* --intra_op_threads; 0: not given */
 } flags;
 
 /* Parses one flag into f; false for an unknown flag or a bad value. */
@@ -100,6 +126,13 @@ static bool parse_flag(const char *a, flags *f)
         return parse_int(v, &f->epochs) && f->epochs > 0;
     if ((v = flag_value(a, "--max_steps")))
         return parse_int(v, &f->max_steps);
+    if ((v = flag_value(a, "--intra_op_threads")))
+        return parse_int(v, &f->threads) && f->threads > 0;
+    if ((v = flag_value(a, "--collective_timeout"))) {
+        char *end;
+        f->collective_timeout = strtod(v, &end);
+        return end != v && !*end && f->collective_timeout > 0;
+    }
     if ((v = flag_value(a, "--progress"))) {
         f->progress = !strcmp(v, "bar") ? 1 : !strcmp(v, "lines") ? 0 : -2;
         return f->progress != -2;
@@ -161,8 +194,14 @@ int main(int argc, char **argv)
     }
     tfs_status st;
     tfs_train_config *c = NULL;
+    /* Under mpirun: join the job (a build without MPI refuses a multi-rank environment). */
+    if (tfs_dist_init(&st) != TFS_OK) {
+        fprintf(stderr, "tfserve-train: %s\n", st.msg);
+        return 1;
+    }
     if (tfs_train_config_load(config, &c, &st) != TFS_OK) {
         fprintf(stderr, "tfserve-train: %s\n", st.msg);
+        tfs_dist_finalize(true);
         return 1;
     }
     tfs_fit_opts *f = &c->fit;
@@ -170,6 +209,8 @@ int main(int argc, char **argv)
         f->epochs = fl.epochs;
     if (fl.max_steps >= 0)
         f->max_steps = fl.max_steps;
+    if (fl.collective_timeout > 0)
+        f->collective_timeout_secs = fl.collective_timeout;
     if (fl.progress != -3)
         f->progress = fl.progress;
     f->resume = f->resume || fl.resume;
@@ -190,6 +231,7 @@ int main(int argc, char **argv)
         if (n < 4 || strcmp(f->plot + n - 4, ".svg")) {
             fprintf(stderr, "tfserve-train: %s: plot: only .svg files can be written\n", config);
             tfs_train_config_free(c);
+            tfs_dist_finalize(true);
             return 1;
         }
     }
@@ -200,20 +242,46 @@ int main(int argc, char **argv)
     tfs_status mst;
     enum tfs_code rc;
     int status = 1;
+    bool training = false;
+    int ranks = tfs_dist_size();
+    /* Every rank must train the same model on the same data the same way: the config file's
+     * bytes and the flags, hashed, compared across the ranks. */
+    if (tfs_dist_check_same(config_hash(config, argc, argv), "the config (file and flags)", &st) !=
+        TFS_OK)
+        goto done;
+    /* The ranks on one machine share its CPUs unless told otherwise. */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (fl.threads > 0)
+        tfs_runtime_set_num_threads((int)(fl.threads < 1024 ? fl.threads : 1024));
+    else if (ranks > 1 && local && atoi(local) > 1)
+        tfs_runtime_set_num_threads(tfs_runtime_num_threads() / atoi(local) > 0
+                                        ? tfs_runtime_num_threads() / atoi(local)
+                                        : 1);
+    /* batch_size is per rank: the dataset yields global batches that the ranks split. */
+    int64_t per_rank_batch = c->data.batch_size;
+    c->data.batch_size *= ranks;
+    c->model.data_parallel = ranks > 1;
     if (tfs_train_config_datasets(c, &train, &eval, &st) != TFS_OK)
         goto done;
     if (tfs_model_new(&c->model, &c->optimizer, &m, &st) != TFS_OK)
         goto done;
-    if (!f->quiet)
+    if (!f->quiet && tfs_dist_rank() == 0) {
         printf("tfserve-train: %s: %d layers, %d variables, %lld training examples, batch %lld, "
                "%s %g\n", config, c->model.n_layers, tfs_model_variable_count(m),
-               (long long)tfs_dataset_cardinality(train), (long long)c->data.batch_size,
+               (long long)tfs_dataset_cardinality(train), (long long)per_rank_batch,
                tfs_optimizer_name(c->optimizer.kind), c->optimizer.learning_rate);
+        if (ranks > 1)
+            printf("tfserve-train: %d ranks (MPI): global batch %lld\n", ranks,
+                   (long long)c->data.batch_size);
+    }
     f->stop = &stop_signal;
     catch_stop_signals();
+    training = true;
     rc = tfs_train_fit(m, train, eval, f, &r, &st);
-    /* Also after a failure: the epochs completed are worth having. */
-    if (fl.metrics_json && tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
+    /* Also after a failure: the epochs completed are worth having. Rank 0's alone: its
+     * figures are the whole run's. */
+    if (fl.metrics_json && tfs_dist_rank() == 0 &&
+        tfs_fit_result_write_json(&r, fl.metrics_json, &mst) != TFS_OK) {
         if (rc == TFS_OK) {
             st = mst;   /* reported below */
             rc = mst.code;
@@ -230,7 +298,7 @@ int main(int argc, char **argv)
     }
     if (rc != TFS_OK)
         goto done;
-    if (!f->quiet && r.epochs > 0) {
+    if (!f->quiet && r.epochs > 0 && tfs_dist_rank() == 0) {
         int64_t e = r.epochs - 1;
         printf("done: %lld steps", (long long)r.global_step);
         if (r.eval_accuracy[e] == r.eval_accuracy[e])
@@ -239,12 +307,19 @@ int main(int argc, char **argv)
     }
     status = 0;
 done:
-    if (status == 1)
+    if (status == 1 && tfs_dist_size() > 1)
+        fprintf(stderr, "tfserve-train: rank %d of %d: %s: %s\n", tfs_dist_rank(),
+                tfs_dist_size(), tfs_code_name(st.code), st.msg);
+    else if (status == 1)
         fprintf(stderr, "tfserve-train: %s: %s\n", tfs_code_name(st.code), st.msg);
     tfs_fit_result_free(&r);
     tfs_model_free(m);
     tfs_dataset_free(train);
     tfs_dataset_free(eval);
     tfs_train_config_free(c);
+    /* A failure before training is the same on every rank (same config, same data), so all of
+     * them get here; one during training may be this rank's alone while the others wait in a
+     * collective: MPI_Abort ends them. */
+    tfs_dist_finalize(status != 1 || !training);
     return status;
 }

@@ -30,6 +30,11 @@ struct tfs_model {
     char             **restore_op;   /* [n_vars] "<var>/restore" */
     char             **grad_name;    /* [n_grad] gradient tensor of trainable weights, else NULL */
     int                n_grad;
+    /* spec.data_parallel: [n_grad] "<var>/allreduced_gradient:0", the placeholder the optimizer
+     * reads that variable's gradient from (NULL where grad_name is); and the target of the
+     * gradient run (the gradients' barrier and the BatchNorm updates). */
+    char             **grad_feed;
+    char               updates_op[256];
     /* tensor names the runs use */
     char x[256], y[256], lr[256], loss[256], correct[256], train_op[256];
     char eval_loss[256], eval_correct[256], predict[256], global_step[256];
@@ -313,14 +318,64 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
         tfs__outs_push(g, &deps, &n_deps, &cap_deps, correct);
     tfs_out barrier = tfs_build_group(g, "gradients_done", n_deps, deps);
 
-    if ((rc = tfs__optimizer_build(b, &m->opt, vars, grads, n_train, lr, barrier, gs, &ops, &n_ops,
-                                   st)) != TFS_OK)
+    /* Data-parallel: the step is two runs around the gradients' allreduce. The optimizer reads
+     * each gradient from a placeholder (its applies need no barrier: that run computes no
+     * gradient), and the first run's target is the BatchNorm updates. */
+    tfs_out *apply_grads = grads, apply_barrier = barrier;
+    if (spec->data_parallel) {
+        m->grad_feed = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->grad_feed);
+        apply_grads = tfs_calloc((size_t)n_train + 1, sizeof *apply_grads);
+        if (!m->grad_feed || !apply_grads) {
+            tfs_free(apply_grads);
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+            goto done;
+        }
+        for (int k = 0, i = 0; i < b->n_vars; i++) {
+            if (!b->vars[i].trainable)
+                continue;
+            apply_grads[k] = TFS_OUT_NONE;
+            if (tfs_out_ok(grads[k])) {
+                char buf[256];
+                tfs_build_scope_push(g, tfs_graph_node_name(g, b->vars[i].var.node));
+                apply_grads[k] =
+                    tfs_build_placeholder(g, "allreduced_gradient", TFS_DTYPE_FLOAT, NULL);
+                tfs_build_scope_pop(g);
+                name_of(g, apply_grads[k], buf);
+                if (!(m->grad_feed[i] = tfs_strdup(buf))) {
+                    tfs_free(apply_grads);
+                    rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+                    goto done;
+                }
+            }
+            k++;
+        }
+        apply_barrier = tfs_build_group(g, "allreduced_gradients", 0, NULL);
+    }
+    rc = tfs__optimizer_build(b, &m->opt, vars, apply_grads, n_train, lr, apply_barrier, gs, &ops,
+                              &n_ops, st);
+    if (apply_grads != grads)
+        tfs_free(apply_grads);
+    if (rc != TFS_OK)
         goto done;
-    int cap_ops = n_ops; /* the array is full: the next push grows it */
+    int      cap_ops = n_ops; /* the array is full: the next push grows it */
+    tfs_out *upd = NULL;
+    int      n_upd = 0, cap_upd = 0;
     for (int i = 0; i < b->n_updates; i++) {
         tfs_build_control(g, b->updates[i], barrier);
-        tfs__outs_push(g, &ops, &n_ops, &cap_ops, b->updates[i]);
+        if (spec->data_parallel)
+            tfs__outs_push(g, &upd, &n_upd, &cap_upd, b->updates[i]);
+        else
+            tfs__outs_push(g, &ops, &n_ops, &cap_ops, b->updates[i]);
     }
+    if (spec->data_parallel) {
+        /* The gradient run's target: the barrier (so check_numerics' checks run) and the
+         * BatchNorm updates. */
+        tfs__outs_push(g, &upd, &n_upd, &cap_upd, barrier);
+        tfs_out u = tfs_build_group(g, "gradient_run", n_upd, upd);
+        snprintf(m->updates_op, sizeof m->updates_op, "%s",
+                 tfs_out_ok(u) ? tfs_graph_node_name(g, u.node) : "");
+    }
+    tfs_free(upd);
     tfs_out train_op = tfs_build_group(g, "train_op", n_ops, ops);
 
     /* Inference-mode forward for evaluation and prediction. */
@@ -347,6 +402,16 @@ static enum tfs_code build(tfs_model *m, tfs_build_ctx *b, tfs_layer *layers, tf
     for (int i = n_vars_at_gradients; i <= b->n_vars; i++)
         gn[i] = NULL;
     m->grad_name = gn;
+    if (m->grad_feed) {
+        char **gf = tfs_realloc(m->grad_feed, ((size_t)b->n_vars + 1) * sizeof *gf);
+        if (!gf) {
+            rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory building the model");
+            goto done;
+        }
+        for (int i = n_vars_at_gradients; i <= b->n_vars; i++)
+            gf[i] = NULL;
+        m->grad_feed = gf;
+    }
     m->n_grad = b->n_vars;
     m->n_vars = b->n_vars;
     m->var_names = tfs_calloc((size_t)b->n_vars + 1, sizeof *m->var_names);
@@ -492,9 +557,13 @@ void tfs_model_free(tfs_model *m)
         if (m->restore_op)
             tfs_free(m->restore_op[i]);
     }
-    for (int i = 0; i < m->n_grad; i++)
+    for (int i = 0; i < m->n_grad; i++) {
         tfs_free(m->grad_name[i]);
+        if (m->grad_feed)
+            tfs_free(m->grad_feed[i]);
+    }
     tfs_free(m->grad_name);
+    tfs_free(m->grad_feed);
     tfs_free(m->var_names);
     tfs_free(m->var_weight);
     tfs_free(m->restore_feed);
@@ -524,6 +593,10 @@ static double scalar_value(const tfs_tensor *t)
 enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss,
                                    int64_t *correct, tfs_status *st)
 {
+    if (m->grad_feed)
+        return TFS_ERR(st, TFS_FAILED_PRECONDITION,
+                       "a model built for data-parallel steps trains through "
+                       "tfs_model_compute_gradients and tfs_model_apply_gradients");
     tfs_tensor   *lr = NULL;
     enum tfs_code rc = tfs_tensor_new_scalar(TFS_DTYPE_FLOAT, &lr, st);
     if (rc != TFS_OK)
@@ -552,6 +625,127 @@ enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "step %lld: loss is %s", (long long)m->step,
                        isnan(l) ? "nan" : "inf");
     return TFS_OK;
+}
+
+/* The session's fetch hook during a gradient run: fetch index to variable index. */
+typedef struct gradient_hook {
+    const int            *var_of;   /* [fetches]; -1: not a gradient */
+    int                   n;
+    tfs_model_gradient_fn ready;
+    void                 *arg;
+} gradient_hook;
+
+static void on_fetch(int fetch, const tfs_tensor *t, void *arg)
+{
+    const gradient_hook *h = arg;
+    if (fetch < h->n && h->var_of[fetch] >= 0 && t->dtype == TFS_DTYPE_FLOAT)
+        h->ready(h->var_of[fetch], t, h->arg);
+}
+
+enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tensor *y,
+                                          tfs_model_gradient_fn ready, void *arg,
+                                          tfs_tensor **grads, double *loss, int64_t *correct,
+                                          tfs_status *st)
+{
+    for (int i = 0; i < m->n_vars; i++)
+        grads[i] = NULL;
+    if (!m->grad_feed)
+        return TFS_ERR(st, TFS_FAILED_PRECONDITION,
+                       "the model was not built for data-parallel steps (spec.data_parallel)");
+    bool         has_correct = m->correct[0] != '\0';
+    int          nf = 0;
+    const char **fetches = tfs_calloc((size_t)m->n_vars + 2, sizeof *fetches);
+    int         *var_of = tfs_calloc((size_t)m->n_vars + 2, sizeof *var_of);
+    tfs_tensor **out = tfs_calloc((size_t)m->n_vars + 2, sizeof *out);
+    enum tfs_code rc = TFS_OK;
+    if (!fetches || !var_of || !out) {
+        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a step");
+        goto done;
+    }
+    var_of[nf] = -1;
+    fetches[nf++] = m->loss;
+    if (has_correct) {
+        var_of[nf] = -1;
+        fetches[nf++] = m->correct;
+    }
+    int first_grad = nf;
+    for (int i = 0; i < m->n_grad; i++)
+        if (m->grad_feed[i]) {
+            var_of[nf] = i;
+            fetches[nf++] = m->grad_name[i];
+        }
+    tfs_feed    feeds[2] = {{m->x, x}, {m->y, y}};
+    const char   *target = m->updates_op;
+    gradient_hook hook = {var_of, nf, ready, arg};
+    if (ready)
+        tfs_session_set_thread_fetch_hook(on_fetch, &hook);
+    rc = tfs_session_run(m->s, feeds, 2, fetches, nf, &target, target[0] ? 1 : 0, out, st);
+    if (ready)
+        tfs_session_set_thread_fetch_hook(NULL, NULL);
+    if (rc != TFS_OK) {
+        tfs_status_prefix(st, "step %lld", (long long)m->step + 1);
+        goto done;
+    }
+    if (loss)
+        *loss = scalar_value(out[0]);
+    if (correct)
+        *correct = has_correct ? (int64_t)scalar_value(out[1]) : 0;
+    for (int k = first_grad; k < nf; k++) {
+        if (out[k]->dtype != TFS_DTYPE_FLOAT) {
+            rc = TFS_ERR(st, TFS_UNIMPLEMENTED, "the gradient of '%s' is %s: data-parallel "
+                         "steps average float gradients only", m->var_names[var_of[k]],
+                         tfs_dtype_short_name(out[k]->dtype));
+            goto done;
+        }
+    }
+    for (int k = first_grad; k < nf; k++) {
+        grads[var_of[k]] = out[k];
+        out[k] = NULL;
+    }
+done:
+    for (int k = 0; out && k < nf; k++)
+        tfs_tensor_unref(out[k]);
+    tfs_free(out);
+    tfs_free(fetches);
+    tfs_free(var_of);
+    return rc;
+}
+
+enum tfs_code tfs_model_apply_gradients(tfs_model *m, tfs_tensor *const *grads, double lr_scale,
+                                        tfs_status *st)
+{
+    if (!m->grad_feed)
+        return TFS_ERR(st, TFS_FAILED_PRECONDITION,
+                       "the model was not built for data-parallel steps (spec.data_parallel)");
+    tfs_tensor   *lr = NULL;
+    tfs_feed     *feeds = tfs_calloc((size_t)m->n_vars + 1, sizeof *feeds);
+    enum tfs_code rc = feeds ? tfs_tensor_new_scalar(TFS_DTYPE_FLOAT, &lr, st)
+                             : TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a step");
+    if (rc != TFS_OK)
+        goto done;
+    *(float *)lr->data = (float)(tfs_optimizer_learning_rate(&m->opt, m->step) * lr_scale);
+    int nf = 0;
+    feeds[nf++] = (tfs_feed){m->lr, lr};
+    for (int i = 0; i < m->n_grad; i++)
+        if (m->grad_feed[i]) {
+            if (!grads[i]) {
+                rc = TFS_ERR(st, TFS_INVALID_ARGUMENT, "no gradient given for '%s'",
+                             m->var_names[i]);
+                goto done;
+            }
+            feeds[nf++] = (tfs_feed){m->grad_feed[i], grads[i]};
+        }
+    const char *target = m->train_op;
+    rc = tfs_session_run(m->s, feeds, nf, NULL, 0, &target, 1, NULL, st);
+    if (rc != TFS_OK) {
+        tfs_status_prefix(st, "step %lld", (long long)m->step + 1);
+        goto done;
+    }
+    m->step++;
+done:
+    tfs_tensor_unref(lr);
+    tfs_free(feeds);
+    return rc;
 }
 
 enum tfs_code tfs_model_eval_batch(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss_sum,
@@ -619,6 +813,11 @@ const char *tfs_model_variable_name(const tfs_model *m, int i)
 bool tfs_model_variable_is_weight(const tfs_model *m, int i)
 {
     return i >= 0 && i < m->n_vars && m->var_weight[i];
+}
+
+bool tfs_model_variable_has_gradient(const tfs_model *m, int i)
+{
+    return i >= 0 && i < m->n_grad && m->grad_name[i] != NULL;
 }
 
 int tfs_model_variable_find(const tfs_model *m, const char *name)

@@ -133,6 +133,10 @@ typedef struct tfs_model_spec {
     /* tf.compat.v1.add_check_numerics_ops: a CheckNumerics after every floating-point tensor of
      * the training step, so a NaN/Inf stops the step naming the first op that produced it. */
     bool           check_numerics;
+    /* Data-parallel training (fit under MPI): the step is built as two runs around the
+     * gradients' allreduce, tfs_model_compute_gradients and tfs_model_apply_gradients, in place
+     * of tfs_model_train_step (which then fails). */
+    bool           data_parallel;
 } tfs_model_spec;
 
 tfs_model_spec tfs_model_spec_default(void);
@@ -211,6 +215,23 @@ void tfs_model_free(tfs_model *m);
  * naming the first op whose output held a NaN or Inf. */
 enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss,
                                    int64_t *correct, tfs_status *st);
+/* The two halves of a data-parallel step (spec.data_parallel). compute_gradients: the forward
+ * and backward pass on a batch (and the BatchNorm updates), no optimizer update: grads[i]
+ * (tfs_model_variable_count entries; caller owns each) is the float gradient of variable i, NULL
+ * for variables without one; *loss and *correct as tfs_model_train_step. apply_gradients: the
+ * optimizer update with the given gradients (borrowed; same indexing, shapes as the
+ * variables') at the schedule's learning rate times lr_scale; it advances the global step.
+ * ready (may be NULL) is called with each gradient (borrowed for the call) as soon as the
+ * backward pass has computed it, while the run goes on, so the caller can start sending it; on a
+ * GPU plan it is not called and the caller takes grads[] when the run is over.
+ * FAILED_PRECONDITION for a model not built for them. */
+typedef void (*tfs_model_gradient_fn)(int var, const tfs_tensor *grad, void *arg);
+enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tensor *y,
+                                          tfs_model_gradient_fn ready, void *arg,
+                                          tfs_tensor **grads, double *loss, int64_t *correct,
+                                          tfs_status *st);
+enum tfs_code tfs_model_apply_gradients(tfs_model *m, tfs_tensor *const *grads, double lr_scale,
+                                        tfs_status *st);
 /* Inference-mode forward on a batch: *loss (sum over the batch, not the mean) and *correct. */
 enum tfs_code tfs_model_eval_batch(tfs_model *m, tfs_tensor *x, tfs_tensor *y, double *loss_sum,
                                    int64_t *correct, tfs_status *st);
@@ -240,6 +261,8 @@ enum tfs_code tfs_model_variable_assign(tfs_model *m, int i, tfs_tensor *value, 
  * TensorBoard histograms. */
 enum tfs_code tfs_model_gradient(tfs_model *m, int i, tfs_tensor *x, tfs_tensor *y,
                                  tfs_tensor **out, tfs_status *st);
+/* True for the variables a data-parallel step has a gradient for (the trainable weights). */
+bool        tfs_model_variable_has_gradient(const tfs_model *m, int i);
 /* The index of a variable by name, -1 when absent. */
 int         tfs_model_variable_find(const tfs_model *m, const char *name);
 

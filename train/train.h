@@ -34,6 +34,7 @@
 
 #include "runtime/runtime.h"
 #include "train/config.h"
+#include "train/dist.h"
 #include "train/fit.h"
 #include "train/model.h"
 #include "train/plot.h"

@@ -145,6 +145,61 @@ START_TEST(test_session_pruning)
 }
 END_TEST
 
+/* The fetch hook: a = x * c, then y = -a * c; fetching (y, a) reports a first, while y is
+ * still to be computed, then y, each once and with the value the run returns. */
+typedef struct hook_log {
+    int   calls, order[4];
+    float first[4];
+} hook_log;
+
+static void log_fetch(int fetch, const tfs_tensor *t, void *arg)
+{
+    hook_log *h = arg;
+    if (h->calls < 4) {
+        h->order[h->calls] = fetch;
+        h->first[h->calls] = ((const float *)t->data)[0];
+    }
+    h->calls++;
+}
+
+START_TEST(test_session_fetch_hook)
+{
+    tfs_graph *g;
+    tfs_graph_new(&g, NULL);
+    rt_placeholder(g, "x", TFS_DTYPE_FLOAT);
+    rt_const(g, "c", tfs_test_tensor_f32(1, d3, (const float[]){1, 2, 3}));
+    rt_node(g, "a", "Mul", "x", "c", TFS_DTYPE_FLOAT);
+    rt_node(g, "b", "Neg", "a", NULL, TFS_DTYPE_FLOAT);
+    rt_node(g, "y", "Mul", "b", "c", TFS_DTYPE_FLOAT);
+    tfs_session *s = rt_session(g, NULL);
+    tfs_tensor  *x = tfs_test_tensor_f32(1, d3, (const float[]){2, 3, 4});
+    tfs_feed     feed = {"x:0", x};
+    const char  *fetches[2] = {"y:0", "a:0"};
+    tfs_tensor  *out[2] = {NULL, NULL};
+    tfs_status   st;
+    hook_log     h = {0};
+    tfs_session_set_thread_fetch_hook(log_fetch, &h);
+    ck_assert_msg(tfs_session_run(s, &feed, 1, fetches, 2, NULL, 0, out, &st) == TFS_OK, "%s",
+                  st.msg);
+    ck_assert_int_eq(h.calls, 2);
+    ck_assert_int_eq(h.order[0], 1);
+    ck_assert_int_eq(h.order[1], 0);
+    ck_assert_float_eq(h.first[0], 2);
+    ck_assert_float_eq(h.first[1], -2);
+    tfs_test_assert_f32(out[0], 1, d3, (const float[]){-2, -12, -36}, 0);
+    tfs_tensor_unref(out[0]);
+    tfs_tensor_unref(out[1]);
+    /* Cleared: the next run calls nothing. */
+    tfs_session_set_thread_fetch_hook(NULL, NULL);
+    ck_assert_int_eq(tfs_session_run(s, &feed, 1, fetches, 2, NULL, 0, out, &st), TFS_OK);
+    ck_assert_int_eq(h.calls, 2);
+    tfs_tensor_unref(out[0]);
+    tfs_tensor_unref(out[1]);
+    tfs_tensor_unref(x);
+    tfs_session_free(s);
+}
+END_TEST
+
 START_TEST(test_session_cycle_detected)
 {
     tfs_graph *g;
@@ -624,6 +679,7 @@ Suite *suite_runtime_session(void)
     tcase_add_test(tc, test_session_placeholder_errors);
     tcase_add_test(tc, test_session_kernel_errors_name_the_node);
     tcase_add_test(tc, test_session_pruning);
+    tcase_add_test(tc, test_session_fetch_hook);
     tcase_add_test(tc, test_session_cycle_detected);
     tcase_add_test(tc, test_session_needs_finalized_graph);
     tcase_add_test(tc, test_session_check_names_missing_ops);

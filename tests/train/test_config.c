@@ -148,7 +148,12 @@ static const char FULL[] =
     "warm_start = /r/other\n"
     "log_dir = /r/logs\n"
     "export_dir = /r/export\n"
-    "plot = /r/curves.svg\n";
+    "plot = /r/curves.svg\n"
+    "fusion_threshold_bytes = 1048576\n"
+    "lr_scaling = linear\n"
+    "lr_scaling_warmup_steps = 100\n"
+    "lr_scaling_warmup_epochs = 2.5\n"
+    "collective_timeout_secs = 30\n";
 
 START_TEST(test_config_every_key)
 {
@@ -240,6 +245,10 @@ START_TEST(test_config_every_key)
     ck_assert_str_eq(f->log_dir, "/r/logs");
     ck_assert_str_eq(f->export_dir, "/r/export");
     ck_assert_str_eq(f->plot, "/r/curves.svg");
+    ck_assert_int_eq(f->fusion_threshold_bytes, 1048576);
+    ck_assert_int_eq(f->lr_scaling, TFS_LR_SCALING_LINEAR);
+    ck_assert_int_eq(f->lr_scaling_warmup_steps, 100);
+    ck_assert(f->lr_scaling_warmup_epochs == 2.5 && f->collective_timeout_secs == 30);
     ck_assert_str_eq(f->feature, "x");
     ck_assert_str_eq(f->label, "y");
     tfs_train_config_free(c);
@@ -338,6 +347,10 @@ START_TEST(test_config_defaults)
     ck_assert_int_eq(f->keep_checkpoint_max, 5);
     ck_assert_int_eq(f->log_every_steps, 100);
     ck_assert(f->histograms && !f->resume && !f->quiet);
+    ck_assert_int_eq(f->fusion_threshold_bytes, 4 << 20);
+    ck_assert_int_eq(f->lr_scaling, TFS_LR_SCALING_NONE);
+    ck_assert(f->lr_scaling_warmup_steps == 0 && f->lr_scaling_warmup_epochs == 0);
+    ck_assert(f->collective_timeout_secs == 60);
     ck_assert_ptr_null(f->checkpoint_dir);
     ck_assert_ptr_null(f->export_dir);
     ck_assert_ptr_null(f->log_dir);
@@ -415,6 +428,11 @@ START_TEST(test_config_value_errors)
               "is not an integer");
     parse_err(BASE "[train]\nepochs = 0\n", "t.ini:10:10: ", "epochs: 0 is below 1");
     parse_err(BASE "[train]\ncheckpoint_every_secs = fast\n", "t.ini:10:25: ", "is not a number");
+    parse_err(BASE "[train]\nlr_scaling = sqrt\n", "t.ini:10:14: ",
+              "lr_scaling: 'sqrt' is not none or linear");
+    parse_err(BASE "[train]\nfusion_threshold_bytes = 0\n", "t.ini:10:26: ", "0 is below 1");
+    parse_err(BASE "[train]\ncollective_timeout_secs = -1\n", "t.ini:10:27: ",
+              "collective_timeout_secs: must be >= 0");
     parse_err(BASE "[model]\ninput_shape = 28,,28\n", "t.ini:10:15: ", "is not a list of integers");
     parse_err(BASE "[model]\ninput_shape = 28, 28,\n", "t.ini:10:15: ",
               "is not a list of integers");
