@@ -126,12 +126,6 @@ static inline void slot_release(run_state *r, int slot)
 
 /* ---- shared by session.c and session-gpu.c --------------------------------------------------- */
 
-/* A state from p's pool, or a new one (NULL when out of memory); state_put gives it back. */
-run_state *tfs__run_state_get(const tfs_session *s, run_plan *p);
-void tfs__run_state_put(run_plan *p, run_state *r);
-/* Adds "node 'NAME': " in front of a kernel's message unless it already names the node. */
-enum tfs_code tfs__session_kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc);
-
 /* session-gpu.c: the device of a new top session (NULL: the CPU), logging the choice. */
 enum tfs_code tfs__session_device(const tfs_graph *g, const tfs_session_opts *opts,
                                   tfs_backend **out, tfs_status *st);

@@ -709,7 +709,7 @@ fail:
 
 /* A state from p's pool, or a new one (NULL when out of memory). Every tensor pointer in it is
  * NULL; `remaining` is for the caller to fill. */
-run_state *tfs__run_state_get(const tfs_session *s, run_plan *p)
+static run_state *run_state_get(const tfs_session *s, run_plan *p)
 {
     run_state *r = atomic_exchange_explicit(&p->spare, NULL, memory_order_acq_rel);
     if (r)
@@ -741,7 +741,7 @@ run_state *tfs__run_state_get(const tfs_session *s, run_plan *p)
 }
 
 /* Returns a state whose tensor pointers are all NULL again to the pool. */
-void tfs__run_state_put(run_plan *p, run_state *r)
+static void run_state_put(run_plan *p, run_state *r)
 {
     run_state *none = NULL;
     if (atomic_compare_exchange_strong_explicit(&p->spare, &none, r, memory_order_acq_rel,
@@ -761,7 +761,7 @@ void tfs__run_state_put(run_plan *p, run_state *r)
 }
 
 /* Adds "node 'NAME': " in front of a kernel's message unless it already names the node. */
-enum tfs_code tfs__session_kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc)
+static enum tfs_code kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc)
 {
     if (!st)
         return rc;
@@ -882,7 +882,7 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
         tfs_status_clear(st);
     rc = dev ? tfs__run_device_kernel(dev, step, &k, st) : n->op->kernel(&k, st);
     if (rc != TFS_OK) {
-        tfs__session_kernel_error(n, st, rc);
+        kernel_error(n, st, rc);
         goto done;
     }
     for (int j = 0; j < n_out; j++) {
@@ -964,12 +964,12 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
     enum tfs_code rc = TFS_OK;
     tfs_mem_run mem;
     run_device dev_run, *dev = NULL;   /* set for a plan placed on a device */
-    run_state *rp = tfs__run_state_get(s, p);
+    run_state *rp = run_state_get(s, p);
     if (!rp)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
     if (p->gpu) {
         if ((rc = tfs__run_device_begin(s, p, &dev_run, st)) != TFS_OK) {
-            tfs__run_state_put(p, rp);
+            run_state_put(p, rp);
             return rc;
         }
         dev = &dev_run;
@@ -1036,7 +1036,7 @@ done:
             outputs[i] = NULL;
         }
     }
-    tfs__run_state_put(p, rp);
+    run_state_put(p, rp);
     return rc;
 }
 
