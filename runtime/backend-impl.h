@@ -2,7 +2,8 @@
  * kernels of ops.def. Internal to runtime/ (and the backend folders under it, runtime/cuda/).
  *
  * DESIGN. The CPU is not a backend object: its kernels are the op table (tfs__ops[].kernel), and
- * a session without an accelerator runs exactly as before (one `p->gpu` test per run). A session
+ * a session without an accelerator never reaches a backend (session.c's step loop calls the
+ * device hooks of session-gpu.c only for plans placed on one). A session
  * made with a device (tfs_session_opts.device) holds one tfs_backend; for each run plan, the
  * placement pass (session-gpu.c) puts every node the backend supports on it and leaves the rest
  * on the CPU. Values then live where their producer ran ("device tensors": a tfs_tensor whose

@@ -1,6 +1,7 @@
 /* Sessions on a device (backend-impl.h): choosing a session's device, placing a run plan's nodes
- * on the device or the CPU, and executing placed plans. A session without a device never comes
- * here (session.c tests p->gpu once per run).
+ * on the device or the CPU, and the device side of a placed plan's run: the hooks (session-impl.h)
+ * that session.c's one step loop calls where a step's side matters. A run of a plan without
+ * placement never comes here.
  *
  * DESIGN. Placement is per run plan, made once when the plan is prepared: a node runs on the
  * device when the backend supports its op and attrs, or (Identity, Reshape) when its input 0 is
@@ -131,30 +132,35 @@ enum tfs_code tfs__plan_place(const tfs_session *s, run_plan *p, tfs_status *st)
     return TFS_OK;
 }
 
-/* ---- execution -------------------------------------------------------------------------------- */
+/* ---- the device side of a run ---------------------------------------------------------------- */
 
-static void slot_release_alt(run_state *r, int slot)
+enum tfs_code tfs__run_device_begin(const tfs_session *s, const run_plan *p, run_device *d,
+                                    tfs_status *st)
 {
-    if (--r->remaining[slot] == 0) {
-        tfs_tensor_unref(r->vals[slot]);
-        tfs_tensor_unref(r->alt[slot]);
-        r->vals[slot] = r->alt[slot] = NULL;
-    }
+    d->b = s->gpu;
+    d->gp = p->gpu;
+    d->exec = NULL;
+    return d->b->iface->exec_begin(d->b, &d->exec, st);
+}
+
+enum tfs_code tfs__run_device_end(run_device *d, enum tfs_code run_rc, tfs_status *st)
+{
+    return d->b->iface->exec_end(d->b, d->exec, run_rc, st);
 }
 
 /* t (the value of `slot`, which lives on the device when on_dev) as the other side needs it:
  * the run's copy in r->alt[slot], made on first use. */
-static enum tfs_code cross(tfs_session *s, const run_plan *p, run_state *r, void *exec,
-                           int slot, bool on_dev, tfs_tensor **t, tfs_status *st)
+static enum tfs_code cross(const tfs_session *s, const run_plan *p, const run_device *d,
+                           run_state *r, int slot, bool on_dev, tfs_tensor **t, tfs_status *st)
 {
-    tfs_backend *b = s->gpu;
+    tfs_backend *b = d->b;
     if (!r->alt[slot]) {
         /* A Const's value may be kept on the device; a value fed in its place may not (the
          * caller may reuse the buffer). */
         const tfs_node *prod = &s->graph->nodes[s->slot_owner[slot]];
         bool constant = prod->op == &tfs__ops[TFS_OP_CONST] && p->feed_of[slot] < 0;
-        enum tfs_code rc = on_dev ? b->iface->download(b, exec, *t, &r->alt[slot], st)
-                                  : b->iface->upload(b, exec, *t, constant, &r->alt[slot], st);
+        enum tfs_code rc = on_dev ? b->iface->download(b, d->exec, *t, &r->alt[slot], st)
+                                  : b->iface->upload(b, d->exec, *t, constant, &r->alt[slot], st);
         if (rc != TFS_OK)
             return rc;
     }
@@ -162,173 +168,49 @@ static enum tfs_code cross(tfs_session *s, const run_plan *p, run_state *r, void
     return TFS_OK;
 }
 
-/* run_node (session.c) for a placed plan: inputs crossed to the step's side, the device kernel
- * for device steps. */
-static enum tfs_code run_node_gpu(tfs_session *s, const run_plan *p, run_state *r, int step,
-                                  tfs_mem_run *mem, void *exec, tfs_status *st)
+enum tfs_code tfs__run_device_input(const tfs_session *s, const run_plan *p, const run_device *d,
+                                    run_state *r, int step, int i, int slot, bool from_var,
+                                    tfs_tensor **t, tfs_status *st)
 {
-    const struct tfs_gpu_plan *gp = p->gpu;
-    tfs_backend *b = s->gpu;
-    int id = p->order[step];
-    const tfs_node *n = &s->graph->nodes[id];
-    bool dev = gp->on_dev[step];
-    unsigned host_mask = gp->host_mask[step];
-    bool keep_refs = n->op->flags & TFS_OPF_REF_INPUTS;
-    enum tfs_code rc = TFS_OK;
-    int n_out = s->slot_count[id];
-    for (int i = 0; i < n->n_inputs; i++) {
-        int slot = edge_slot(s, n->inputs[i]);
-        tfs_tensor *t = r->vals[slot];
-        bool want_dev = dev && !(i < 32 && (host_mask >> i & 1u));
-        if (!t) {
-            rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d (%s) has no value", n->name, i,
-                         n->text_inputs[i]);
-            goto done;
-        }
-        if (is_ref_dtype(t->dtype) && !keep_refs) {   /* a variable: its value is on the host */
-            tfs_variable *v = ref_variable(t);
-            if (!v) {
-                rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d is a malformed reference",
-                             n->name, i);
-                goto done;
-            }
-            if ((rc = tfs__variable_read(v, &r->derefs[i], st)) != TFS_OK) {
-                tfs_status_prefix(st, "node '%s'", n->name);
-                goto done;
-            }
-            if (want_dev) {
-                tfs_tensor *d = NULL;
-                if ((rc = b->iface->upload(b, exec, r->derefs[i], false, &d, st)) != TFS_OK)
-                    goto done;
-                tfs_tensor_unref(r->derefs[i]);
-                r->derefs[i] = d;
-            }
-            t = r->derefs[i];
-        } else if (want_dev != (bool)gp->slot_dev[slot]) {
-            if ((rc = cross(s, p, r, exec, slot, gp->slot_dev[slot], &t, st)) != TFS_OK) {
-                tfs_status_prefix(st, "node '%s' input %d", n->name, i);
-                goto done;
-            }
-        }
-        r->in[i] = t;
-    }
-    for (int j = 0; j < n_out; j++)
-        r->out[j] = NULL;
-    tfs_kernel_ctx k = {
-        .sess = s, .graph = s->graph, .node = n,
-        .in = r->in, .n_in = n->n_inputs, .out = r->out, .n_out = n_out,
-        .mem = mem->cache && !dev ? mem : NULL, .mem_out0 = p->out_base[step],
-        .exec = dev ? exec : NULL,
-    };
-    tfs_kernel_fn kernel = n->op->kernel;
-    if (dev) {
-        kernel = b->kernels[n->op - tfs__ops];
-        b->iface->exec_node(exec, n);
-    }
-    if (st)
-        tfs_status_clear(st);
-    rc = kernel(&k, st);
-    if (rc != TFS_OK) {
-        tfs__session_kernel_error(n, st, rc);
-        goto done;
-    }
-    for (int j = 0; j < n_out; j++) {
-        if (!r->out[j]) {
-            rc = TFS_ERR(st, TFS_INTERNAL, "node '%s' (%s): kernel produced no output %d", n->name,
-                         n->op_type, j);
-            goto done;
-        }
-    }
-    for (int j = 0; j < n_out; j++) {
-        int slot = s->slot_base[id] + j;
-        if (p->feed_of[slot] >= 0 || r->remaining[slot] == 0) {
-            tfs_tensor_unref(r->out[j]);
-        } else {
-            r->vals[slot] = r->out[j];
-        }
-        r->out[j] = NULL;
-    }
-    for (int i = 0; i < n->n_inputs; i++)
-        slot_release_alt(r, edge_slot(s, n->inputs[i]));
-done:
-    for (int j = 0; j < n_out; j++) {
-        tfs_tensor_unref(r->out[j]);
-        r->out[j] = NULL;
-    }
-    for (int i = 0; i < n->n_inputs; i++) {
+    const tfs_node *n = &s->graph->nodes[p->order[step]];
+    bool want_dev = d->gp->on_dev[step] && !(i < 32 && (d->gp->host_mask[step] >> i & 1u));
+    if (from_var) {   /* a variable's value is on the host; the step owns it in r->derefs[i] */
+        if (!want_dev)
+            return TFS_OK;
+        tfs_tensor *dev = NULL;
+        enum tfs_code rc = d->b->iface->upload(d->b, d->exec, r->derefs[i], false, &dev, st);
+        if (rc != TFS_OK)
+            return rc;
         tfs_tensor_unref(r->derefs[i]);
-        r->derefs[i] = NULL;
+        *t = r->derefs[i] = dev;
+        return TFS_OK;
     }
+    if (want_dev == (bool)d->gp->slot_dev[slot])
+        return TFS_OK;
+    enum tfs_code rc = cross(s, p, d, r, slot, d->gp->slot_dev[slot], t, st);
+    if (rc != TFS_OK)
+        tfs_status_prefix(st, "node '%s' input %d", n->name, i);
     return rc;
 }
 
-enum tfs_code tfs__plan_execute_gpu(tfs_session *s, run_plan *p, const tfs_feed *feeds,
-                                    tfs_tensor **outputs, tfs_status *st)
+enum tfs_code tfs__run_device_kernel(const run_device *d, int step, tfs_kernel_ctx *k,
+                                     tfs_status *st)
 {
-    tfs_backend *b = s->gpu;
-    void *exec = NULL;
-    enum tfs_code rc = b->iface->exec_begin(b, &exec, st);
-    if (rc != TFS_OK)
-        return rc;
-    run_state *rp = tfs__run_state_get(s, p);
-    if (!rp) {
-        rc = TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
-        return b->iface->exec_end(b, exec, rc, st);
-    }
-    run_state r = *rp;
-    tfs_mem_run mem;
-    tfs__mem_run_begin(&mem, p->mem, feeds, p->n_feeds);
-    memcpy(r.remaining, p->uses, (size_t)s->n_slots * sizeof(int));
-    for (int i = 0; i < p->n_feeds; i++)
-        if (r.remaining[p->feed_slot[i]] > 0)
-            r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
+    if (!d->gp->on_dev[step])
+        return k->node->op->kernel(k, st);
+    /* Device values are the backend's: no memory plan, and no host input to take over. */
+    k->mem = NULL;
+    k->exec = d->exec;
+    k->plan = NULL;
+    k->run = NULL;
+    d->b->iface->exec_node(d->exec, k->node);
+    return d->b->kernels[k->node->op - tfs__ops](k, st);
+}
 
-    for (int k = 0; k < p->n_order; k++) {
-        if (mem.step)
-            atomic_store_explicit(mem.step, k, memory_order_relaxed);
-        if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
-            (rc = run_node_gpu(s, p, &r, k, &mem, exec, st)) != TFS_OK)
-            goto done;
-    }
-    for (int i = 0; i < p->n_fetches; i++) {
-        int slot = p->fetch_slot[i];
-        tfs_tensor *t = r.vals[slot];
-        if (!t) {
-            rc = TFS_ERR(st, TFS_INTERNAL, "fetch %d has no value", i);
-            goto done;
-        }
-        if (p->gpu->slot_dev[slot]) {
-            if ((rc = cross(s, p, &r, exec, slot, true, &t, st)) != TFS_OK)
-                goto done;
-            outputs[i] = tfs_tensor_ref(t);
-        } else if (is_ref_dtype(t->dtype)) {
-            tfs_variable *v = ref_variable(t);
-            if (!v) {
-                rc = TFS_ERR(st, TFS_INTERNAL, "fetch %d is a malformed reference", i);
-                goto done;
-            }
-            if ((rc = tfs__variable_read(v, &outputs[i], st)) != TFS_OK)
-                goto done;
-        } else {
-            outputs[i] = tfs_tensor_ref(t);
-        }
-        slot_release_alt(&r, slot);
-    }
-done:
-    for (int i = 0; i < s->n_slots; i++) {
-        tfs_tensor_unref(r.vals[i]);
-        tfs_tensor_unref(r.alt[i]);
-        r.vals[i] = r.alt[i] = NULL;
-    }
-    tfs__mem_run_end(&mem, rc == TFS_OK);
-    /* After every device tensor of the run is released: they return to the pool here. */
-    rc = b->iface->exec_end(b, exec, rc, st);
-    if (rc != TFS_OK && outputs) {
-        for (int i = 0; i < p->n_fetches; i++) {
-            tfs_tensor_unref(outputs[i]);
-            outputs[i] = NULL;
-        }
-    }
-    tfs__run_state_put(p, rp);
-    return rc;
+enum tfs_code tfs__run_device_fetch(const tfs_session *s, const run_plan *p, const run_device *d,
+                                    run_state *r, int slot, tfs_tensor **t, tfs_status *st)
+{
+    if (!d->gp->slot_dev[slot])
+        return TFS_OK;
+    return cross(s, p, d, r, slot, true, t, st);
 }

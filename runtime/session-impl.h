@@ -110,21 +110,21 @@ static inline bool is_ref_dtype(enum tfs_dtype dt)
 {
     return dt > TFS_DTYPE_REF_OFFSET;
 }
+/* One use of the slot made: after the last, its value (and a placed plan's copy of it on the
+ * other side) goes. */
 static inline void slot_release(run_state *r, int slot)
 {
     if (--r->remaining[slot] == 0) {
         tfs_tensor_unref(r->vals[slot]);
         r->vals[slot] = NULL;
+        if (r->alt[slot]) {
+            tfs_tensor_unref(r->alt[slot]);
+            r->alt[slot] = NULL;
+        }
     }
 }
 
 /* ---- shared by session.c and session-gpu.c --------------------------------------------------- */
-
-/* A state from p's pool, or a new one (NULL when out of memory); state_put gives it back. */
-run_state *tfs__run_state_get(const tfs_session *s, run_plan *p);
-void tfs__run_state_put(run_plan *p, run_state *r);
-/* Adds "node 'NAME': " in front of a kernel's message unless it already names the node. */
-enum tfs_code tfs__session_kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc);
 
 /* session-gpu.c: the device of a new top session (NULL: the CPU), logging the choice. */
 enum tfs_code tfs__session_device(const tfs_graph *g, const tfs_session_opts *opts,
@@ -132,11 +132,41 @@ enum tfs_code tfs__session_device(const tfs_graph *g, const tfs_session_opts *op
 /* Places a prepared plan's nodes (p->gpu stays NULL when none goes to the device). */
 enum tfs_code tfs__plan_place(const tfs_session *s, run_plan *p, tfs_status *st);
 void tfs__plan_place_free(run_plan *p);
-/* plan_execute for placed plans. */
 /* DEADLINE_EXCEEDED naming `node` once the thread's run deadline (tfs_session_set_thread_deadline)
- * has passed; OK otherwise, and at once when there is none. Each executor calls it per kernel. */
+ * has passed; OK otherwise, and at once when there is none. The step loop calls it per kernel. */
 enum tfs_code tfs__run_check_deadline(const tfs_graph *g, int node, tfs_status *st);
-enum tfs_code tfs__plan_execute_gpu(tfs_session *s, run_plan *p, const tfs_feed *feeds,
-                                    tfs_tensor **outputs, tfs_status *st);
+
+/* ---- the device side of a run (session-gpu.c) ------------------------------------------------ */
+
+/* session.c's plan_execute is the one step loop for every plan, on the CPU or placed on a device:
+ * order, dead values, deadlines, variable reads, storing outputs, releasing values, fetches and
+ * error messages. Where a placed plan's step depends on the side it runs on, the loop calls these
+ * hooks; a run of a plan without placement (p->gpu NULL) calls none of them. */
+typedef struct run_device {
+    tfs_backend               *b;
+    void                      *exec;   /* the backend's executor, held for the whole run */
+    const struct tfs_gpu_plan *gp;     /* the plan's placement */
+} run_device;
+
+/* Takes an executor of the session's backend for a run of placed plan p (waits while all are
+ * busy). */
+enum tfs_code tfs__run_device_begin(const tfs_session *s, const run_plan *p, run_device *d,
+                                    tfs_status *st);
+/* Ends the run once its values are released (device memory returns to the pool here) and gives
+ * the executor back; an asynchronous device error fails a run that had not failed (run_rc). */
+enum tfs_code tfs__run_device_end(run_device *d, enum tfs_code run_rc, tfs_status *st);
+/* Input i of the step as the step's side needs it: *t, the value of `slot` (or, from_var, a
+ * variable's value held in r->derefs[i]), becomes its copy on that side when it lives on the
+ * other (r->alt[slot], shared by the side's consumers; a variable's upload replaces derefs[i]). */
+enum tfs_code tfs__run_device_input(const tfs_session *s, const run_plan *p, const run_device *d,
+                                    run_state *r, int step, int i, int slot, bool from_var,
+                                    tfs_tensor **t, tfs_status *st);
+/* Runs the step's kernel where the step is placed: the op's CPU kernel, or the backend's with k
+ * set up for the device (its executor; no memory plan, no taking inputs). */
+enum tfs_code tfs__run_device_kernel(const run_device *d, int step, tfs_kernel_ctx *k,
+                                     tfs_status *st);
+/* Fetched `slot`'s value on the host: *t, or its copy there (r->alt[slot]). */
+enum tfs_code tfs__run_device_fetch(const tfs_session *s, const run_plan *p, const run_device *d,
+                                    run_state *r, int slot, tfs_tensor **t, tfs_status *st);
 
 #endif

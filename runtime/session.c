@@ -1,7 +1,8 @@
 /* Sessions (see session.h): planning a run (resolve names, prune, order), caching the plans and
  * executing them. The variables a session owns live in variable.c, the plan cache in
  * plan-cache.c, memory plans for kernel outputs in memplan.c, the structures below in
- * session-impl.h, and runs with a device (placement, copies at the boundaries) in session-gpu.c.
+ * session-impl.h, and the device side of runs (placement, copies at the boundaries) in
+ * session-gpu.c: one step loop (plan_execute) runs CPU and placed plans alike.
  *
  * DESIGN. A run is two steps with a plain data structure between them:
  *   plan_build()   feed/fetch/target names -> run_plan: the nodes to execute in topological order,
@@ -708,7 +709,7 @@ fail:
 
 /* A state from p's pool, or a new one (NULL when out of memory). Every tensor pointer in it is
  * NULL; `remaining` is for the caller to fill. */
-run_state *tfs__run_state_get(const tfs_session *s, run_plan *p)
+static run_state *run_state_get(const tfs_session *s, run_plan *p)
 {
     run_state *r = atomic_exchange_explicit(&p->spare, NULL, memory_order_acq_rel);
     if (r)
@@ -740,7 +741,7 @@ run_state *tfs__run_state_get(const tfs_session *s, run_plan *p)
 }
 
 /* Returns a state whose tensor pointers are all NULL again to the pool. */
-void tfs__run_state_put(run_plan *p, run_state *r)
+static void run_state_put(run_plan *p, run_state *r)
 {
     run_state *none = NULL;
     if (atomic_compare_exchange_strong_explicit(&p->spare, &none, r, memory_order_acq_rel,
@@ -760,7 +761,7 @@ void tfs__run_state_put(run_plan *p, run_state *r)
 }
 
 /* Adds "node 'NAME': " in front of a kernel's message unless it already names the node. */
-enum tfs_code tfs__session_kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc)
+static enum tfs_code kernel_error(const tfs_node *n, tfs_status *st, enum tfs_code rc)
 {
     if (!st)
         return rc;
@@ -794,8 +795,6 @@ tfs_tensor *tfs__kernel_take_input(tfs_kernel_ctx *k, int i, enum tfs_dtype dt, 
     return tfs_tensor_ref(t);   /* a second take fails: t then has two references */
 }
 
-/* Runs the node at step `step`: gathers (and dereferences) inputs, calls the kernel, stores the
- * outputs. */
 static tfs_tensor dead_value = {.dtype = TFS_DTYPE_INVALID, .refs = INT_MAX / 2};
 
 tfs_tensor *tfs__dead_tensor(void)
@@ -831,8 +830,11 @@ static bool skip_dead(const tfs_session *s, const run_plan *p, run_state *r, int
     return true;
 }
 
+/* Runs the node at step `step`: gathers (and dereferences) inputs, calls the kernel, stores the
+ * outputs. dev: the device of a placed plan's run, or NULL; the step's side changes only where
+ * its inputs come from and which kernel runs (the tfs__run_device_ hooks). */
 static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, int step,
-                              tfs_mem_run *mem, tfs_status *st)
+                              tfs_mem_run *mem, const run_device *dev, tfs_status *st)
 {
     int id = p->order[step];
     const tfs_node *n = &s->graph->nodes[id];
@@ -842,13 +844,15 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     if (p->dead_flow && skip_dead(s, p, r, id))
         return TFS_OK;
     for (int i = 0; i < n->n_inputs; i++) {
-        tfs_tensor *t = r->vals[edge_slot(s, n->inputs[i])];
+        int slot = edge_slot(s, n->inputs[i]);
+        tfs_tensor *t = r->vals[slot];
         if (!t) {
             rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d (%s) has no value", n->name, i,
                          n->text_inputs[i]);
             goto done;
         }
-        if (is_ref_dtype(t->dtype) && !keep_refs) {
+        bool from_var = is_ref_dtype(t->dtype) && !keep_refs;
+        if (from_var) {
             tfs_variable *v = ref_variable(t);
             if (!v) {
                 rc = TFS_ERR(st, TFS_INTERNAL, "node '%s': input %d is a malformed reference",
@@ -861,6 +865,9 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
             }
             t = r->derefs[i];
         }
+        if (dev && (rc = tfs__run_device_input(s, p, dev, r, step, i, slot, from_var, &t, st)) !=
+                       TFS_OK)
+            goto done;
         r->in[i] = t;
     }
     for (int j = 0; j < n_out; j++)
@@ -873,9 +880,9 @@ static enum tfs_code run_node(tfs_session *s, const run_plan *p, run_state *r, i
     };
     if (st)
         tfs_status_clear(st);
-    rc = n->op->kernel(&k, st);
+    rc = dev ? tfs__run_device_kernel(dev, step, &k, st) : n->op->kernel(&k, st);
     if (rc != TFS_OK) {
-        tfs__session_kernel_error(n, st, rc);
+        kernel_error(n, st, rc);
         goto done;
     }
     for (int j = 0; j < n_out; j++) {
@@ -909,8 +916,6 @@ done:
     return rc;
 }
 
-/* Executes a prepared plan. outputs[i] receives fetch i (a variable's value for reference
- * tensors). */
 static _Thread_local int64_t thread_deadline_ns;
 
 int64_t tfs_session_set_thread_deadline(int64_t deadline_ns)
@@ -971,24 +976,30 @@ enum tfs_code tfs__run_check_deadline(const tfs_graph *g, int node, tfs_status *
                    "'%s' (%s)", g->nodes[node].name, g->nodes[node].op_type);
 }
 
+/* Executes a prepared plan. outputs[i] receives fetch i (a variable's value for reference
+ * tensors). The one step loop for CPU and placed plans alike: a placed plan's run holds the
+ * device (tfs__run_device_begin .. _end) and its steps ask the device hooks about their side. */
 static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *feeds,
                                   tfs_tensor **outputs, tfs_status *st)
 {
     TFS_ASSERT(p->prepared);
-    /* The fetch hook is this run's alone: the runs of function bodies inside it do not see it. */
+    /* The fetch hook is this run's alone: the runs of function bodies inside it do not see it.
+     * A placed plan's values may live on the device: its fetches are not reported early. */
     tfs_fetch_hook_fn hook = thread_fetch_hook;
     void             *hook_arg = thread_fetch_hook_arg;
-    if (p->gpu) { /* the one test a CPU run pays for devices */
-        thread_fetch_hook = NULL;
-        enum tfs_code grc = tfs__plan_execute_gpu(s, p, feeds, outputs, st);
-        thread_fetch_hook = hook;
-        return grc;
-    }
     enum tfs_code rc = TFS_OK;
     tfs_mem_run mem;
-    run_state *rp = tfs__run_state_get(s, p);
+    run_device dev_run, *dev = NULL;   /* set for a plan placed on a device */
+    run_state *rp = run_state_get(s, p);
     if (!rp)
         return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory running a graph");
+    if (p->gpu) {
+        if ((rc = tfs__run_device_begin(s, p, &dev_run, st)) != TFS_OK) {
+            run_state_put(p, rp);
+            return rc;
+        }
+        dev = &dev_run;
+    }
     run_state r = *rp;
     tfs__mem_run_begin(&mem, p->mem, feeds, p->n_feeds);
     memcpy(r.remaining, p->uses, (size_t)s->n_slots * sizeof(int));
@@ -998,13 +1009,13 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
         if (r.remaining[p->feed_slot[i]] > 0)
             r.vals[p->feed_slot[i]] = tfs_tensor_ref(feeds[i].tensor);
 
-    bool *told = hook ? tfs_calloc((size_t)p->n_fetches + 1, sizeof *told) : NULL;
+    bool *told = hook && !dev ? tfs_calloc((size_t)p->n_fetches + 1, sizeof *told) : NULL;
     thread_fetch_hook = NULL;
     for (int k = 0; k < p->n_order; k++) {
         if (mem.step)
             atomic_store_explicit(mem.step, k, memory_order_relaxed);
         if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
-            (rc = run_node(s, p, &r, k, &mem, st)) != TFS_OK)
+            (rc = run_node(s, p, &r, k, &mem, dev, st)) != TFS_OK)
             break;
         if (told)
             report_fetches(p, &r, told, hook, hook_arg);
@@ -1026,6 +1037,8 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
                          "(Switch) that was not taken: it has no value", i);
             goto done;
         }
+        if (dev && (rc = tfs__run_device_fetch(s, p, dev, &r, slot, &t, st)) != TFS_OK)
+            goto done;
         if (is_ref_dtype(t->dtype)) {
             tfs_variable *v = ref_variable(t);
             if (!v) {
@@ -1040,18 +1053,24 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
         slot_release(&r, slot);
     }
 done:
+    for (int i = 0; i < s->n_slots; i++) {
+        tfs_tensor_unref(r.vals[i]);
+        r.vals[i] = NULL;
+    }
+    for (int i = 0; dev && i < s->n_slots; i++) {
+        tfs_tensor_unref(r.alt[i]);
+        r.alt[i] = NULL;
+    }
+    tfs__mem_run_end(&mem, rc == TFS_OK);   /* after the run's own references are gone */
+    if (dev)   /* after every device value of the run is released: they go back to the pool */
+        rc = tfs__run_device_end(dev, rc, st);
     if (rc != TFS_OK && outputs) {
         for (int i = 0; i < p->n_fetches; i++) {
             tfs_tensor_unref(outputs[i]);
             outputs[i] = NULL;
         }
     }
-    for (int i = 0; i < s->n_slots; i++) {
-        tfs_tensor_unref(r.vals[i]);
-        r.vals[i] = NULL;
-    }
-    tfs__mem_run_end(&mem, rc == TFS_OK);   /* after the run's own references are gone */
-    tfs__run_state_put(p, rp);
+    run_state_put(p, rp);
     return rc;
 }
 

@@ -356,6 +356,89 @@ START_TEST(test_backend_kernel_error_names_node)
 }
 END_TEST
 
+/* The step loop's deadline check holds for placed plans: a run past its deadline stops before its
+ * first kernel, fails with DEADLINE_EXCEEDED, returns no output, gives the executor back and
+ * leaves nothing of the run on the device. */
+START_TEST(test_backend_deadline_stops_placed_run)
+{
+    tfs_session_opts o = tfs_session_opts_default();
+    o.device = TFS_DEVICE_GPU;
+    tfs_session *s = rt_session(mlp_graph(), &o);
+    tfs_tensor *x = tfs_test_tensor_f32(2, d23, (const float[]){1, 2, 3, -1, 0.5f, 2});
+    tfs_feed feed = {"x:0", x};
+    tfs_tensor *out = (tfs_tensor *)1;
+    tfs_status st;
+    int64_t old = tfs_session_set_thread_deadline(1);   /* long past on the monotonic clock */
+    enum tfs_code rc = rt_run1(s, &feed, 1, "out:0", &out, &st);
+    tfs_session_set_thread_deadline(old);
+    ck_assert_int_eq(rc, TFS_DEADLINE_EXCEEDED);
+    rt_assert_err(st, TFS_DEADLINE_EXCEEDED, "deadline passed; stopped before node '");
+    ck_assert_ptr_null(out);
+    ck_assert_int_eq(fk.kernel_calls + fk.uploads + fk.downloads, 0);
+    ck_assert_int_eq(fk.execs_open, 0);
+    ck_assert_int_eq(fk.n_live, fk.n_consts);
+    /* Without the deadline the same session runs. */
+    tfs_tensor *mid;
+    run_mlp(s, &out, &mid);
+    tfs_tensor_unref(out);
+    tfs_tensor_unref(mid);
+    tfs_tensor_unref(x);
+    tfs_session_free(s);
+}
+END_TEST
+
+/* A device step reading a variable (VariableV2, a reference) gets the variable's current value
+ * uploaded for the run, never a host tensor and never a value kept from an earlier run. */
+START_TEST(test_backend_variable_read_on_device)
+{
+    tfs_graph *g;
+    tfs_graph_new(&g, NULL);
+    int v = tfs_graph_add_node(g, "v", "VariableV2");
+    tfs_graph_set_attr_type(g, v, "dtype", TFS_DTYPE_FLOAT);
+    tfs_shape sh = {1, {3}};
+    tfs_graph_set_attr_shape(g, v, "shape", &sh);
+    tfs_graph_set_attr_string(g, v, "container", "");
+    tfs_graph_set_attr_string(g, v, "shared_name", "");
+    rt_const(g, "c", tfs_test_tensor_f32(1, d3, (const float[]){1, -2, 3}));
+    rt_node(g, "init", "Assign", "v", "c", TFS_DTYPE_FLOAT);
+    rt_node(g, "add", "AssignAdd", "v", "c", TFS_DTYPE_FLOAT);
+    rt_placeholder(g, "x", TFS_DTYPE_FLOAT);
+    rt_node(g, "sum", "AddV2", "x", "v", TFS_DTYPE_FLOAT);
+    rt_node(g, "out", "Relu", "sum", NULL, TFS_DTYPE_FLOAT);
+    tfs_session_opts o = tfs_session_opts_default();
+    o.device = TFS_DEVICE_GPU;
+    tfs_session *s = rt_session(g, &o);
+    tfs_status st;
+    const char *init = "init";
+    ck_assert_msg(tfs_session_run(s, NULL, 0, NULL, 0, &init, 1, NULL, &st) == TFS_OK, "%s",
+                  st.msg);
+    ck_assert_int_eq(fk.kernel_calls + fk.uploads, 0);   /* Assign runs on the CPU */
+    tfs_tensor *x = tfs_test_tensor_f32(1, d3, (const float[]){0.5f, 1, -4}), *out = NULL;
+    tfs_feed feed = {"x:0", x};
+    /* relu(x + v), v = c = [1, -2, 3] */
+    ck_assert_msg(rt_run1(s, &feed, 1, "out:0", &out, &st) == TFS_OK, "%s", st.msg);
+    tfs_test_assert_f32(out, 1, d3, (const float[]){1.5f, 0, 0}, 0);
+    ck_assert(!fake_on_dev(out));
+    tfs_tensor_unref(out);
+    ck_assert_int_eq(fk.uploads, 2);   /* x and v's value */
+    ck_assert_int_eq(fk.const_uploads, 0);
+    ck_assert_int_eq(fk.downloads, 1);   /* the fetch */
+    ck_assert_int_eq(fk.kernel_calls, 2);   /* sum, out */
+    /* v += c on the CPU; the next run's device step sees v = [2, -4, 6]. */
+    ck_assert_msg(rt_run1(s, NULL, 0, "add:0", &out, &st) == TFS_OK, "%s", st.msg);
+    tfs_tensor_unref(out);
+    ck_assert_msg(rt_run1(s, &feed, 1, "out:0", &out, &st) == TFS_OK, "%s", st.msg);
+    tfs_test_assert_f32(out, 1, d3, (const float[]){2.5f, 0, 2}, 0);
+    tfs_tensor_unref(out);
+    ck_assert_int_eq(fk.uploads, 4);
+    ck_assert(!fk.misplaced);
+    ck_assert_int_eq(fk.execs_open, 0);
+    tfs_tensor_unref(x);
+    tfs_session_free(s);
+    ck_assert_int_eq(fk.n_live, fk.n_consts);
+}
+END_TEST
+
 /* A graph with nothing the device runs: AUTO stays on the CPU path (no executor taken). */
 START_TEST(test_backend_auto_without_device_ops)
 {
@@ -445,6 +528,8 @@ Suite *suite_runtime_backend(void)
     tcase_add_test(tc, test_backend_placed_run_matches_cpu);
     tcase_add_test(tc, test_backend_feed_overrides_device_value);
     tcase_add_test(tc, test_backend_kernel_error_names_node);
+    tcase_add_test(tc, test_backend_deadline_stops_placed_run);
+    tcase_add_test(tc, test_backend_variable_read_on_device);
     tcase_add_test(tc, test_backend_auto_without_device_ops);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
