@@ -14,11 +14,14 @@
  * the CUDA driver (libcuda.so.1) is looked for first, so a CPU-only machine with the module
  * installed still maps no CUDA library; with gpu, or a module TFS_CUDA_MODULE names, the module
  * is opened regardless, so the failure names the most specific cause (the module's own loader
- * error, its ABI, then cudaGetDeviceCount's error). */
+ * error, its ABI, then cudaGetDeviceCount's error). With gpu and the installed module the
+ * driver is looked for after the ABI check: without it cudart reports only "CUDA driver version
+ * is insufficient", which reads as an old driver where a container was started without one. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +64,9 @@ static int candidates(char paths[][PATH_MAX])
     return n;
 }
 
-/* dlopen + the ABI check of one module file. */
-static enum tfs_code open_file(const char *path, const tfs_cuda_api **out, tfs_status *st)
+/* dlopen + the ABI check of one module file; *handle is the caller's to dlclose. */
+static enum tfs_code open_file(const char *path, void **handle, const tfs_cuda_api **out,
+                               tfs_status *st)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -86,12 +90,13 @@ static enum tfs_code open_file(const char *path, const tfs_cuda_api **out, tfs_s
                        "CUDA module %s has ABI version %d; this tfserve needs version %d "
                        "(install the module built with it)", path, v, TFS_CUDA_ABI_VERSION);
     }
+    *handle = h;
     *out = api;
     return TFS_OK;
 }
 
-/* Device auto only: whether the CUDA driver can be loaded at all. Kept open when it can (the
- * module's cudart opens it again). */
+/* The installed module only (auto: before opening it; gpu: after): whether the CUDA driver can
+ * be loaded at all. Kept open when it can (the module's cudart opens it again). */
 static enum tfs_code probe_driver(tfs_status *st)
 {
     void *h = dlopen(DRIVER_FILE, RTLD_NOW | RTLD_LOCAL);
@@ -129,12 +134,18 @@ static enum tfs_code module_open_locked(tfs_status *st)
     }
     tfs_device_opts o;
     tfs__device_settings(&o);
+    bool installed = !(env && *env), device_auto = o.device == TFS_DEVICE_AUTO;
     enum tfs_code rc;
-    if (!(env && *env) && o.device == TFS_DEVICE_AUTO && (rc = probe_driver(st)) != TFS_OK)
+    if (installed && device_auto && (rc = probe_driver(st)) != TFS_OK)
         return rc;
     const tfs_cuda_api *api = NULL;
-    if ((rc = open_file(paths[found], &api, st)) != TFS_OK)
+    void *h = NULL;
+    if ((rc = open_file(paths[found], &h, &api, st)) != TFS_OK)
         return rc;
+    if (installed && !device_auto && (rc = probe_driver(st)) != TFS_OK) {
+        dlclose(h);
+        return rc;
+    }
     tfs__cuda = api;
     return TFS_OK;
 }

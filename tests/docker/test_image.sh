@@ -6,6 +6,10 @@
 # non-root user, the entrypoint exec()s tfserve (PID 1 is tfserve, so SIGTERM reaches it), the
 # bundled model answers predictions over REST, the HEALTHCHECK probe passes, and `podman stop`
 # (SIGTERM) ends it with exit code 0 well before the stop timeout.
+# With "gpu", the same for the GPU image (docker/Dockerfile.gpu, the toolkit from
+# TFS_CUDA_CONTEXT, default /usr/local/cuda), under 1.5 GB (it holds NVIDIA's libraries but no
+# toolkit), run with no GPU given to it: tfserve serves on the CPU and logs once that there is no
+# CUDA driver. Skipped (77) where the build made no CUDA module or there is no toolkit.
 #
 # Skipped (exit 77) where podman cannot run: not root, podman/runc/debootstrap missing,
 # TFS_SKIP_DOCKER=1, or no container can start at all (inside an unprivileged container, say, where
@@ -14,12 +18,34 @@
 # /var/tmp/tfserve-docker-test, outside any build tree): like ccache, it keeps between runs the
 # debootstrapped base, the build stage's package layer and the compiler cache mount, so a rerun
 # (another clone, a CI run on the same machine) rebuilds only what the sources changed.
-#   test_image.sh SOURCE_DIR
+# The GPU image's build takes a quarter of an hour on 2 cores, and its test half the CI's time:
+# it runs only with TFS_TEST_GPU_IMAGE=1 (skipped, saying so, otherwise).
+#   test_image.sh SOURCE_DIR BUILD_DIR [gpu]
 set -euo pipefail
 src=$1
+build=$2
+gpu=${3:-}
 
 skip() { echo "SKIP docker image test: $*"; exit 77; }
 [ "${TFS_SKIP_DOCKER:-0}" = 1 ] && skip "TFS_SKIP_DOCKER=1"
+dockerfile=$src/docker/Dockerfile
+image=localhost/tfserve:test
+max_size=100000000
+build_args=()
+run_args=()
+if [ "$gpu" = gpu ]; then
+  [ "${TFS_TEST_GPU_IMAGE:-0}" = 1 ] ||
+    skip "the GPU image takes about 15 minutes to build on 2 cores; TFS_TEST_GPU_IMAGE=1 runs it"
+  cuda=${TFS_CUDA_CONTEXT:-/usr/local/cuda}
+  [ -e "$build/server/libtfserve-cuda.so" ] || skip "the CUDA build is off (no libtfserve-cuda.so)"
+  [ -x "$cuda/bin/nvcc" ] || skip "no CUDA toolkit at $cuda (TFS_CUDA_CONTEXT) to build the GPU image"
+  dockerfile=$src/docker/Dockerfile.gpu
+  image=localhost/tfserve-gpu:test
+  max_size=1500000000
+  build_args=(--build-context "cuda=$cuda")
+  # No GPU for it even where the NVIDIA hook is installed (the image asks for all of them).
+  run_args=(-e NVIDIA_VISIBLE_DEVICES=void)
+fi
 [ "$(id -u)" = 0 ] || skip "podman's image store needs root here"
 for t in podman runc debootstrap curl; do
   command -v "$t" >/dev/null || skip "$t is not installed (scripts/setup.sh installs it)"
@@ -29,7 +55,6 @@ export CONTAINERS_CONF=$src/docker/containers.conf
 work=${TFS_DOCKER_TEST_DIR:-/var/tmp/tfserve-docker-test}
 mkdir -p "$work"
 P=(podman --root "$work/store" --runroot "$work/run" --storage-driver overlay)
-image=localhost/tfserve:test
 name=tfserve-test-$$
 
 # The test image and the build stages it leaves untagged go at the end; the tagged base and the
@@ -66,17 +91,18 @@ if ! "${P[@]}" image exists localhost/bookworm-minbase:local; then
 fi
 
 step "build the image"
-# The package stage is tagged so that pruning at the end keeps it as the next run's cache.
+# The package stage is tagged so that pruning at the end keeps it as the next run's cache (the
+# GPU image's first stage is the same instructions: the same layer).
 "${P[@]}" build --format docker --isolation=chroot --build-arg BASE=localhost/bookworm-minbase:local \
   --target deps -f "$src/docker/Dockerfile" -t localhost/tfserve-deps:test "$src" > "$work/deps.log" 2>&1 \
   || { tail -40 "$work/deps.log"; exit 1; }
+log=$work/build${gpu:+-$gpu}.log
 "${P[@]}" build --format docker --isolation=chroot --build-arg BASE=localhost/bookworm-minbase:local \
-  -f "$src/docker/Dockerfile" -t "$image" "$src" > "$work/build.log" 2>&1 \
-  || { tail -40 "$work/build.log"; exit 1; }
+  "${build_args[@]}" -f "$dockerfile" -t "$image" "$src" > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
 
 size=$("${P[@]}" image inspect --format '{{.Size}}' "$image")
 echo "image size: $size bytes ($((size / 1000000)) MB)"
-[ "$size" -lt 100000000 ] || { echo "FAIL: image is $size bytes, not under 100 MB"; exit 1; }
+[ "$size" -lt "$max_size" ] || { echo "FAIL: image is $size bytes, not under $((max_size / 1000000)) MB"; exit 1; }
 user=$("${P[@]}" image inspect --format '{{.Config.User}}' "$image")
 [ "$user" = "10001:10001" ] || { echo "FAIL: image user is '$user', want 10001:10001"; exit 1; }
 health=$("${P[@]}" image inspect --format '{{.Config.Healthcheck.Test}}' "$image")
@@ -93,7 +119,7 @@ grpc=$(free_port)
 # The kernel can hand out the same ephemeral port twice in a row; the two must differ.
 while [[ $grpc == "$rest" ]]; do grpc=$(free_port); done
 step "run it (REST $rest, gRPC $grpc)"
-"${P[@]}" run -d --no-healthcheck --name "$name" --network=host "$image" --port="$grpc" --rest_api_port="$rest" >/dev/null
+"${P[@]}" run -d --no-healthcheck --name "$name" --network=host "${run_args[@]}" "$image" --port="$grpc" --rest_api_port="$rest" >/dev/null
 
 url=http://127.0.0.1:$rest
 ok=0
@@ -110,6 +136,13 @@ import json, sys
 got = json.loads(sys.argv[1])["predictions"]
 assert got == [2.5, 3.0, 4.5], got
 PY
+if [ "$gpu" = gpu ]; then
+  lines=$("${P[@]}" logs "$name" 2>&1 | grep 'executor: ' || true)
+  echo "executor: $lines"
+  want='executor: cpu (device auto): no GPU: no CUDA driver: libcuda.so.1: cannot open shared object file'
+  [ "$(printf '%s\n' "$lines" | grep -c .)" = 1 ] && [[ $lines == *"$want"* ]] \
+    || { echo "FAIL: want one executor line saying '$want'"; exit 1; }
+fi
 
 pid=$("${P[@]}" inspect --format '{{.State.Pid}}' "$name")
 cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline")

@@ -20,8 +20,25 @@ model's definition y = 0.5 x + 2:
   - the real module (where the build made one) with --device=auto: on this machine's GPU, or on
     the CPU with the reason (no driver, no GPU) in one line.
 
+With --layout SOURCE it checks the GPU image's file tree instead (docker/Dockerfile.gpu), as
+docker/collect-rootfs.sh --gpu assembles it from BUILD, with tfserve run from it the way a
+container runs it without a GPU: chrooted (in a private mount namespace with /proc, /dev and /sys
+bound, as uid 10001), so it loads the layout's libraries and finds no driver whatever the host has:
+
+  - the layout holds the module beside tfserve and every library it loads (the loader inside the
+    chroot resolves all of them, with no ld.so.cache), cuDNN's libraries libcudnn.so.9 opens
+    itself (the same set as the toolkit's), and no toolkit (nvcc, headers, static libraries), no
+    NVRTC and no driver;
+  - --device=auto serves half_plus_two on the CPU, logging one executor line that says "no CUDA
+    driver", with no CUDA library mapped; --device=gpu fails the load with that reason;
+  - libcudnn.so.9 taken out of the layout: the load fails naming it; the ABI stub in the module's
+    place: refused with both ABI versions named.
+
+Skipped (77), saying why, where the build made no CUDA module or chroot is not allowed.
+
 Prints "N passed, M failed"; exit 1 on a failure.
 Run: /usr/bin/python3 cuda_module_test.py --build BUILD --fake FAKE.so --abi ABI.so --needs NEEDS.so
+     /usr/bin/python3 cuda_module_test.py --build BUILD --layout SOURCE [--abi ABI.so]
 """
 import argparse
 import json
@@ -38,6 +55,11 @@ import urllib.request
 
 MODEL = "half_plus_two"
 CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nvrtc)\.so")
+# Runs "$@" chrooted into $0 as a container would: its own mounts (gone with the process), the
+# kernel's file systems tfserve reads (/proc/self/exe finds the module), the image's user.
+CHROOT = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+          'for d in proc dev sys; do mount --rbind "/$d" "$0/$d" || exit 1; done; '
+          'exec chroot --userspec=10001:10001 "$0" "$@"']
 failures = []
 passes = 0
 
@@ -60,20 +82,27 @@ def free_port():
 class Server:
     """tfserve serving half_plus_two on free ports, with the environment given; always stopped."""
 
-    def __init__(self, build, tmp, device, module=None, base=None, env_extra=None):
+    def __init__(self, build, tmp, device, module=None, base=None, env_extra=None, root=None):
+        """root: run /usr/bin/tfserve of that image layout, chrooted (CHROOT)."""
         self.rest = free_port()
         env = dict(os.environ)
-        env.pop("TFS_CUDA_MODULE", None)
+        for k in ("TFS_CUDA_MODULE", "LD_LIBRARY_PATH"):
+            env.pop(k, None)
         if module is not None:
             env["TFS_CUDA_MODULE"] = module
         env.update(env_extra or {})
         self.logpath = os.path.join(tmp, "tfserve-%d.log" % self.rest)
         self.log = open(self.logpath, "w+")
+        if root:
+            argv = CHROOT + [root, "/usr/bin/tfserve"]
+            base = base or "/models/" + MODEL
+        else:
+            argv = [os.path.join(build, "server", "tfserve")]
         self.proc = subprocess.Popen(
-            [os.path.join(build, "server", "tfserve"), "--port=%d" % free_port(),
-             "--rest_api_port=%d" % self.rest, "--model_name=" + MODEL,
-             "--model_base_path=" + (base or os.path.join(build, "models", MODEL)),
-             "--device=" + device], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+            argv + ["--port=%d" % free_port(),
+                    "--rest_api_port=%d" % self.rest, "--model_name=" + MODEL,
+                    "--model_base_path=" + (base or os.path.join(build, "models", MODEL)),
+                    "--device=" + device], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def get(self, path):
         try:
@@ -165,21 +194,37 @@ def load_fails(srv, needles, what, version=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--fake", required=True)
-    ap.add_argument("--abi", required=True)
-    ap.add_argument("--needs", required=True)
+    ap.add_argument("--fake")
+    ap.add_argument("--abi")
+    ap.add_argument("--needs")
+    ap.add_argument("--layout", metavar="SOURCE", help="check the GPU image's layout instead")
     a = ap.parse_args()
-    for k in ("build", "fake", "abi", "needs"):   # tfserve wants an absolute base path
-        setattr(a, k, os.path.abspath(getattr(a, k)))
+    want = ["build"] + (["abi"] if a.abi else []) if a.layout else ["build", "fake", "abi", "needs"]
+    for k in want:
+        if getattr(a, k) is None:
+            ap.error("--%s is required" % k)
+        setattr(a, k, os.path.abspath(getattr(a, k)))   # tfserve wants an absolute base path
     tfserve = os.path.join(a.build, "server", "tfserve")
     real = os.path.join(a.build, "server", "libtfserve-cuda.so")
-    for path in (tfserve, a.fake, a.abi, a.needs, os.path.join(a.build, "models", MODEL)):
+    if a.layout and not os.path.exists(real):
+        print("SKIP cuda-image-layout: %s is absent: the CUDA build is off (nvcc or cuDNN not "
+              "found at configure time, or -DTFS_CUDA=OFF)" % real)
+        return 77
+    if a.layout and os.geteuid() != 0:
+        print("SKIP cuda-image-layout: chroot and bind mounts need root")
+        return 77
+    for path in [tfserve, os.path.join(a.build, "models", MODEL)] + [getattr(a, k) for k in want]:
         if not os.path.exists(path):
             print("cuda_module_test: %s is missing (build first)" % path)
             return 1
     tmp = tempfile.mkdtemp(prefix="tfs-cuda-module-")
     try:
-        checks(a, tfserve, real, tmp)
+        if a.layout:
+            rc = layout_checks(a, real, tmp)
+            if rc:
+                return rc
+        else:
+            checks(a, tfserve, real, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passes, len(failures)))
@@ -288,6 +333,98 @@ def checks(a, tfserve, real, tmp):
                   "auto, the real module: one executor line: %s" % lines)
         finally:
             srv.stop()
+
+
+def collect(a, root, *opts):
+    """docker/collect-rootfs.sh [opts] BUILD ROOT; its size in bytes, or None on failure."""
+    r = subprocess.run(["sh", os.path.join(a.layout, "docker", "collect-rootfs.sh")] + list(opts)
+                       + [a.build, root], capture_output=True, text=True)
+    check(r.returncode == 0, "collect-rootfs.sh %s: %s" % (" ".join(opts), r.stderr))
+    if r.returncode != 0:
+        return None
+    return sum(os.lstat(os.path.join(d, f)).st_size
+               for d, _, fs in os.walk(root) for f in fs)
+
+
+def layout_checks(a, real, tmp):
+    root = os.path.join(tmp, "rootfs")
+    cpu_size = collect(a, os.path.join(tmp, "cpu-rootfs"))
+    size = collect(a, root, "--gpu")
+    if size is None or cpu_size is None:
+        return None
+    print("layout sizes: CPU %d bytes, GPU %d bytes (+%d)" % (cpu_size, size, size - cpu_size))
+    for d in ("proc", "dev", "sys"):   # what a container runtime mounts
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    probe = subprocess.run(CHROOT + [root, "/usr/bin/tfserve", "--help"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0 and re.search(r"^(unshare|mount|chroot): ", probe.stderr, re.M):
+        print("SKIP cuda-image-layout: cannot chroot here: " + probe.stderr.strip())
+        return 77
+    check(probe.returncode == 0, "tfserve --help in the layout: %s" % probe.stderr[-2000:])
+
+    # What the module needs, as the layout's own loader resolves it (no ld.so.cache there).
+    libdir = "/usr/lib/x86_64-linux-gnu"
+    module = "/usr/bin/libtfserve-cuda.so"
+    ls = subprocess.run(CHROOT + [root, "/lib64/ld-linux-x86-64.so.2", "--list", module],
+                        capture_output=True, text=True).stdout
+    check("not found" not in ls and all(
+        re.search(r"\t%s\.\d+ => %s/%s\.\d+ " % (n, libdir, n), ls)
+        for n in ("libcudart.so", "libcublas.so", "libcublasLt.so", "libcudnn.so")),
+        "the layout's loader resolves the module's CUDA libraries in %s:\n%s" % (libdir, ls))
+    host = subprocess.run(["ldd", real], capture_output=True, text=True).stdout
+    m = re.search(r"libcudnn\.so\.\d+ => (\S+)", host)
+    want = sorted(f for f in os.listdir(os.path.dirname(m.group(1)))
+                  if re.fullmatch(r"libcudnn\w*\.so\.\d+", f)) if m else None
+    got = sorted(f for f in os.listdir(root + libdir) if f.startswith("libcudnn"))
+    check(want and got == want, "cuDNN's libraries in the layout: %s, want %s" % (got, want))
+    for sub in got:
+        ls = subprocess.run(CHROOT + [root, "/lib64/ld-linux-x86-64.so.2", "--list",
+                                      libdir + "/" + sub], capture_output=True, text=True)
+        check(ls.returncode == 0 and "not found" not in ls.stdout,
+              "%s resolves in the layout:\n%s%s" % (sub, ls.stdout, ls.stderr))
+    extra = [os.path.join(d, f)[len(root):] for d, _, fs in os.walk(root) for f in fs
+             if f in ("nvcc", "ptxas") or f.endswith((".h", ".a"))
+             or re.match(r"lib(cuda|nvrtc|nvidia-)", f) and not f.startswith("libcudart")]
+    check(not extra, "no toolkit, NVRTC or driver in the layout: %s" % extra)
+
+    driver = "no GPU: no CUDA driver: libcuda.so.1: cannot open shared object file"
+    srv = Server(a.build, tmp, "auto", root=root)
+    try:
+        serves(srv, "layout, auto")
+        lines = executor_lines(srv.logs())
+        check(len(lines) == 1 and "executor: cpu (device auto): " + driver in lines[0],
+              "layout, auto: one executor line saying there is no driver: %s" % lines)
+        check(not CUDA_LIBS.search(srv.maps()), "layout, auto: no CUDA library mapped")
+    finally:
+        srv.stop()
+    srv = Server(a.build, tmp, "gpu", root=root)
+    try:
+        load_fails(srv, ["device gpu:0: " + driver], "layout, gpu")
+    finally:
+        srv.stop()
+
+    # A library missing from the image, as if the collect step had left libcudnn out.
+    name = os.path.basename(m.group(1)) if m else "libcudnn.so.9"
+    cudnn = root + libdir + "/" + name
+    os.rename(cudnn, cudnn + ".away")
+    srv = Server(a.build, tmp, "gpu", root=root)
+    try:
+        load_fails(srv, ["CUDA module %s: %s: cannot open shared object file" % (module, name)],
+                   "layout without libcudnn, gpu")
+    finally:
+        srv.stop()
+        os.rename(cudnn + ".away", cudnn)
+
+    # A module from another build than its tfserve.
+    if a.abi:
+        shutil.copyfile(a.abi, root + module)
+        srv = Server(a.build, tmp, "gpu", root=root)
+        try:
+            load_fails(srv, ["CUDA module %s has ABI version 2; this tfserve needs version 1"
+                             % module], "layout with another ABI's module, gpu")
+        finally:
+            srv.stop()
+    return None
 
 
 if __name__ == "__main__":
