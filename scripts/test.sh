@@ -28,4 +28,5 @@ echo "== tests under AddressSanitizer + UBSan =="
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    CK_TIMEOUT_MULTIPLIER=4 ctest --output-on-failure --timeout 1800)
 
-echo "== fuzz ==" ; bash scripts/fuzz.sh 20
+# 10 s per driver: a smoke run of each (long runs are by hand: scripts/fuzz.sh SECONDS).
+echo "== fuzz ==" ; bash scripts/fuzz.sh 10

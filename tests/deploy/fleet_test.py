@@ -7,9 +7,9 @@ temporary folder, balances them: an HTTP upstream for REST (keep-alive, and a re
 a closed or refusing replica goes to the next one: proxy_next_upstream error timeout http_502
 http_503) and an HTTP/2 server that grpc_passes gRPC (grpc_next_upstream). Clients run for the
 whole test through nginx, each in its own threads: TF Serving's v1 REST predict (http.client,
-keep-alive) and v1 gRPC Predict (grpcio with stubs from proto/, as grpc_client_test.py makes
-them); CLIENTS is the list, one entry per protocol. Every answer is checked against
-y = x / 2 + 2.
+keep-alive), v1 gRPC Predict (grpcio with stubs from proto/, as grpc_client_test.py makes
+them) and KServe's v2 REST infer; CLIENTS is the list, one entry per protocol. Every answer is
+checked against y = x / 2 + 2.
 
 The rolling restart: for each replica in turn, SIGTERM, wait for its exit (status 0: its drain
 finished every request in flight), start it again on the same ports, wait for /readyz 200.
@@ -254,12 +254,13 @@ def want_for(i):
     return [x / 2 + 2 for x in values_for(i)]
 
 
-def rest_v1_client(rest_port, grpc_port, note):
-    """TF Serving's REST predict, over one keep-alive connection per thread. As HTTP/1.1 allows
-    (RFC 9112, 9.3.1) and HTTP client libraries do, a request whose reused keep-alive connection
-    turns out closed before any byte of an answer (nginx closes its idle client connections when
-    it reloads) is sent once more on a new connection; a predict is idempotent. Those are
-    counted, and a failure on a new connection is a failure."""
+def rest_client(rest_port, note, path, body_of, check):
+    """A REST client over one keep-alive connection per thread: POSTs body_of(i) to path and
+    hands the decoded JSON answer to check(i, answer). As HTTP/1.1 allows (RFC 9112, 9.3.1) and
+    HTTP client libraries do, a request whose reused keep-alive connection turns out closed
+    before any byte of an answer (nginx closes its idle client connections when it reloads) is
+    sent once more on a new connection; a predict is idempotent. Those are counted, and a
+    failure on a new connection is a failure."""
     conn = [None, False]  # the connection, whether it has carried a request
 
     def once(body):
@@ -268,8 +269,7 @@ def rest_v1_client(rest_port, grpc_port, note):
         reused = conn[1]
         conn[1] = True
         try:
-            conn[0].request("POST", "/v1/models/%s:predict" % MODEL, body,
-                            {"Content-Type": "application/json"})
+            conn[0].request("POST", path, body, {"Content-Type": "application/json"})
             r = conn[0].getresponse()
             return r.status, r.read().decode()
         except (ConnectionError, http.client.RemoteDisconnected) as e:
@@ -281,16 +281,39 @@ def rest_v1_client(rest_port, grpc_port, note):
             return None, e
 
     def call(i):
-        body = json.dumps({"instances": values_for(i)})
+        body = json.dumps(body_of(i))
         status, text = once(body)
         if status is None:
             status, text = once(body)
         if status != 200:
             raise AssertionError("HTTP %d %s" % (status, text[:200]))
-        got = json.loads(text)["predictions"]
+        check(i, json.loads(text))
+    return call
+
+
+def rest_v1_client(rest_port, grpc_port, note):
+    """TF Serving's REST predict."""
+    def check(i, answer):
+        got = answer["predictions"]
         if not gct.close(got, want_for(i)):
             raise AssertionError("predictions %s for %s" % (got, values_for(i)))
-    return call
+    return rest_client(rest_port, note, "/v1/models/%s:predict" % MODEL,
+                       lambda i: {"instances": values_for(i)}, check)
+
+
+def rest_v2_client(rest_port, grpc_port, note):
+    """KServe's v2 REST infer (Open Inference Protocol), JSON tensors."""
+    def body_of(i):
+        x = values_for(i)
+        return {"id": str(i), "inputs": [{"name": "x", "shape": [len(x)], "datatype": "FP32",
+                                          "data": x}]}
+
+    def check(i, answer):
+        out = answer["outputs"]
+        if answer.get("id") != str(i) or len(out) != 1 or out[0]["name"] != "y" or \
+                out[0]["datatype"] != "FP32" or not gct.close(out[0]["data"], want_for(i)):
+            raise AssertionError("v2 answer %s for %s" % (answer, values_for(i)))
+    return rest_client(rest_port, note, "/v2/models/%s/infer" % MODEL, body_of, check)
 
 
 def grpc_v1_client(rest_port, grpc_port, note):
@@ -311,10 +334,10 @@ def grpc_v1_client(rest_port, grpc_port, note):
 
 # One entry per protocol the fleet serves: (name, the nginx server it goes through, a factory of
 # one thread's call function, given the nginx ports and a function counting notable events).
-# The v2 (KServe) REST client joins as one more entry.
 CLIENTS = [
     ("v1 REST predict", "rest", rest_v1_client),
     ("v1 gRPC Predict", "grpc", grpc_v1_client),
+    ("v2 REST infer", "rest", rest_v2_client),
 ]
 
 
