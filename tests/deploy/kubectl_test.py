@@ -108,8 +108,12 @@ def main():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     tmp = tempfile.mkdtemp(prefix="tfs-kubectl-")
-    # No kubeconfig and a private cache: nothing of this machine's cluster settings is read.
-    env = dict(os.environ, KUBECONFIG=os.path.join(tmp, "kubeconfig"), HOME=tmp)
+    # An empty kubeconfig of our own and a private cache: nothing of this machine's cluster
+    # settings is read. (A missing kubeconfig file makes Debian 12's kubectl 1.20 warn on stderr.)
+    kubeconfig = os.path.join(tmp, "kubeconfig")
+    with open(kubeconfig, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    env = dict(os.environ, KUBECONFIG=kubeconfig, HOME=tmp)
     base = [kubectl, "--server=http://127.0.0.1:%d" % server.server_port,
             "--cache-dir=" + os.path.join(tmp, "cache"), "--request-timeout=20s"]
     try:
