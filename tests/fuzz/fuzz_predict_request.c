@@ -20,6 +20,7 @@
 #include "proto/unpack.h"
 #include "runtime/alloc.h"
 #include "server/grpc-impl.h"
+#include "tests/fuzz/fuzz-unpack.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,27 +36,17 @@ static const tfs_signature sig = {.key = "serving_default",
 
 static void fail(const char *what, const char *detail)
 {
-    fprintf(stderr, "fuzz_predict_request: %s%s%s\n", what, detail ? ": " : "",
-            detail ? detail : "");
-    abort();
+    fuzz_fail("fuzz_predict_request", what, detail);
 }
 
 static void decode(const uint8_t *data, size_t size)
 {
-    const ProtobufCMessageDescriptor *d = &tensorflow__serving__predict_request__descriptor;
-    tfs_status                        depth_st, st;
-    enum tfs_code                     depth = tfs_proto_check_depth(d, data, size, &depth_st);
     Tensorflow__Serving__PredictRequest *req =
-        (Tensorflow__Serving__PredictRequest *)tfs__grpc_unpack(d, data, size, &st);
-    if (!req) {
-        if (st.code != TFS_INVALID_ARGUMENT || !st.msg[0])
-            fail("a refused request without INVALID_ARGUMENT and a message", st.msg);
-        if ((depth == TFS_INVALID_ARGUMENT) != (strstr(st.msg, "nests deeper") != NULL))
-            fail("the refusal does not match the depth check", st.msg);
+        (Tensorflow__Serving__PredictRequest *)fuzz_unpack_checked("fuzz_predict_request",
+                                     &tensorflow__serving__predict_request__descriptor, data, size);
+    tfs_status st;
+    if (!req)
         return;
-    }
-    if (depth != TFS_OK)
-        fail("unpacked although the depth check refuses it", depth_st.msg);
     tfs_model_spec spec;
     if (tfs__grpc_read_spec(req->model_spec, &spec, &st) != TFS_OK && !st.msg[0])
         fail("ModelSpec refused without a message", tfs_code_name(st.code));
