@@ -1017,8 +1017,10 @@ static enum tfs_code plan_execute(tfs_session *s, run_plan *p, const tfs_feed *f
         if ((rc = tfs__run_check_deadline(s->graph, p->order[k], st)) != TFS_OK ||
             (rc = run_node(s, p, &r, k, &mem, dev, st)) != TFS_OK)
             break;
-        if (told)
+        if (told) {
             report_fetches(p, &r, told, hook, hook_arg);
+            hook(-1, NULL, hook_arg);
+        }
     }
     thread_fetch_hook = hook;
     tfs_free(told);

@@ -119,7 +119,9 @@ bool tfs_session_set_thread_file_ops(bool allowed);
 /* A hook for the runs the calling thread starts from now on (NULL: none): on a CPU plan,
  * fn(i, t, arg) is called on the running thread as soon as fetch i's value is computed, before
  * the rest of the run goes on, once per fetch (t borrowed for the call; not for reference-typed
- * fetches). A trainer uses it to start sending gradients while the backward pass still runs.
+ * fetches), and fn(-1, NULL, arg) after every step of the run. A trainer uses it to start
+ * sending gradients while the backward pass still runs, and the per-step call to move the
+ * transfers in flight along (MPI advances a transfer only inside its own calls).
  * GPU plans do not call it. The runs of function bodies inside a run do not see it. */
 typedef void (*tfs_fetch_hook_fn)(int fetch, const tfs_tensor *t, void *arg);
 void tfs_session_set_thread_fetch_hook(tfs_fetch_hook_fn fn, void *arg);

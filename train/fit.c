@@ -614,7 +614,7 @@ static void pack_start(packer *pk, int limit)
         int64_t from = k == 0 ? 0 : d->end[k - 1];
         char    what[64];
         snprintf(what, sizeof what, "gradient allreduce (bucket %d of %d)", k + 1, d->n_buckets);
-            pk->rc = tfs_dist_allreduce_start(d->buf + from, d->end[k] - from, what, &pk->req[k],
+        pk->rc = tfs_dist_allreduce_start(d->buf + from, d->end[k] - from, what, &pk->req[k],
                                           &pk->st);
         d->early += pk->in_run;
     }
@@ -646,12 +646,16 @@ static void pack_one(packer *pk, int var, const tfs_tensor *grad)
     pk->left[d->bucket_of[var]]--;
 }
 
-/* The model's callback during the backward pass: pack, and start what is complete. The last
- * bucket also carries the step's figures, known only when the run is over. */
+/* The model's callback during the backward pass: pack, and start what is complete; between
+ * gradients (var -1, after every op), let the allreduces in flight move: Open MPI advances a
+ * transfer only inside an MPI call, so without these a bucket started early would mostly wait
+ * for the end of the backward pass. The last bucket also carries the step's figures, known only
+ * when the run is over. */
 static void on_gradient(int var, const tfs_tensor *grad, void *arg)
 {
     packer *pk = arg;
-    pack_one(pk, var, grad);
+    if (var >= 0)
+        pack_one(pk, var, grad);
     pack_start(pk, pk->f->dist.n_buckets - 1);
 }
 

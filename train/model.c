@@ -638,7 +638,9 @@ typedef struct gradient_hook {
 static void on_fetch(int fetch, const tfs_tensor *t, void *arg)
 {
     const gradient_hook *h = arg;
-    if (fetch < h->n && h->var_of[fetch] >= 0 && t->dtype == TFS_DTYPE_FLOAT)
+    if (fetch < 0)
+        h->ready(-1, NULL, h->arg);
+    else if (fetch < h->n && h->var_of[fetch] >= 0 && t->dtype == TFS_DTYPE_FLOAT)
         h->ready(h->var_of[fetch], t, h->arg);
 }
 

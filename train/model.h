@@ -222,8 +222,9 @@ enum tfs_code tfs_model_train_step(tfs_model *m, tfs_tensor *x, tfs_tensor *y, d
  * optimizer update with the given gradients (borrowed; same indexing, shapes as the
  * variables') at the schedule's learning rate times lr_scale; it advances the global step.
  * ready (may be NULL) is called with each gradient (borrowed for the call) as soon as the
- * backward pass has computed it, while the run goes on, so the caller can start sending it; on a
- * GPU plan it is not called and the caller takes grads[] when the run is over.
+ * backward pass has computed it, while the run goes on, so the caller can start sending it, and
+ * with var -1 and grad NULL after every op of the run in between (to move what it sent along);
+ * on a GPU plan it is not called and the caller takes grads[] when the run is over.
  * FAILED_PRECONDITION for a model not built for them. */
 typedef void (*tfs_model_gradient_fn)(int var, const tfs_tensor *grad, void *arg);
 enum tfs_code tfs_model_compute_gradients(tfs_model *m, tfs_tensor *x, tfs_tensor *y,

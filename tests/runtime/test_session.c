@@ -146,18 +146,25 @@ START_TEST(test_session_pruning)
 END_TEST
 
 /* The fetch hook: a = x * c, then y = -a * c; fetching (y, a) reports a first, while y is
- * still to be computed, then y, each once and with the value the run returns. */
+ * still to be computed, then y, each once and with the value the run returns; and after every
+ * step a call with fetch -1 (what a trainer uses to move its transfers along). */
 typedef struct hook_log {
-    int   calls, order[4];
+    int   calls, order[4], steps, steps_before[4];
     float first[4];
 } hook_log;
 
 static void log_fetch(int fetch, const tfs_tensor *t, void *arg)
 {
     hook_log *h = arg;
+    if (fetch < 0) {
+        ck_assert_ptr_null(t);
+        h->steps++;
+        return;
+    }
     if (h->calls < 4) {
         h->order[h->calls] = fetch;
         h->first[h->calls] = ((const float *)t->data)[0];
+        h->steps_before[h->calls] = h->steps;
     }
     h->calls++;
 }
@@ -186,13 +193,19 @@ START_TEST(test_session_fetch_hook)
     ck_assert_int_eq(h.order[1], 0);
     ck_assert_float_eq(h.first[0], 2);
     ck_assert_float_eq(h.first[1], -2);
+    /* A step call after each of a, b and y at least; b's (and a's) between the two reports. */
+    ck_assert_int_ge(h.steps, 3);
+    ck_assert_int_ge(h.steps_before[1] - h.steps_before[0], 2);
+    ck_assert_int_ge(h.steps, h.steps_before[1] + 1);
     tfs_test_assert_f32(out[0], 1, d3, (const float[]){-2, -12, -36}, 0);
     tfs_tensor_unref(out[0]);
     tfs_tensor_unref(out[1]);
     /* Cleared: the next run calls nothing. */
     tfs_session_set_thread_fetch_hook(NULL, NULL);
+    int steps = h.steps;
     ck_assert_int_eq(tfs_session_run(s, &feed, 1, fetches, 2, NULL, 0, out, &st), TFS_OK);
     ck_assert_int_eq(h.calls, 2);
+    ck_assert_int_eq(h.steps, steps);
     tfs_tensor_unref(out[0]);
     tfs_tensor_unref(out[1]);
     tfs_tensor_unref(x);
