@@ -95,7 +95,7 @@ enum tfs_batch_scheduler {
 };
 
 typedef struct tfs_batcher_opts {
-    int                      num_batch_threads;   /* >= 1; 0 = the number of online CPUs (TF's
+    int                      num_batch_threads;   /* >= 1; 0 = tfs_runtime_cpu_count() (TF's
                                                    * default) */
     enum tfs_batch_scheduler scheduler;           /* default ADAPTIVE */
 } tfs_batcher_opts;

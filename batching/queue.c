@@ -35,8 +35,8 @@ enum tfs_code tfs_batcher_new(const tfs_batcher_opts *opts, tfs_batcher **out, t
     if ((unsigned)o.scheduler >= TFS_BATCH_SCHEDULER_COUNT)
         return TFS_ERR(st, TFS_INVALID_ARGUMENT, "batcher: unknown scheduler %d", (int)o.scheduler);
     if (o.num_batch_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        o.num_batch_threads = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+        int n = tfs_runtime_cpu_count();
+        o.num_batch_threads = n > 1024 ? 1024 : n;
     }
     tfs_batcher *bt = tfs_calloc(1, sizeof *bt);
     if (!bt)

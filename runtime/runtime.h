@@ -28,8 +28,8 @@
 /* ---- CPU: intra-op threads ------------------------------------------------------------------ */
 
 /* The kernels' parallel loops (and float matrix products) run on one process-wide pool of n
- * threads: the thread that runs the session plus n - 1 workers. n <= 0 means the default, the
- * number of online CPUs. OpenBLAS (float64 products only) is kept at one thread so that it never
+ * threads: the thread that runs the session plus n - 1 workers. n <= 0 means the default,
+ * tfs_runtime_cpu_count(). OpenBLAS (float64 products only) is kept at one thread so that it never
  * competes with the pool. When several threads run sessions at once, together they use no more
  * than n threads for loops (each runs its loops inline while the pool is in use). Thread-safe: a
  * change waits for loops in progress to end, and the workers are restarted with the new size on
@@ -37,6 +37,10 @@
 void tfs_runtime_set_num_threads(int n);
 /* The pool's size now (>= 1). Thread-safe. */
 int tfs_runtime_num_threads(void);
+/* The CPUs the calling thread may run on (>= 1): its affinity mask, which taskset, a container's
+ * cpuset and mpirun's binding narrow, as TensorFlow counts them; the online CPUs where the mask
+ * cannot be read. The default of every "one per CPU" setting. */
+int tfs_runtime_cpu_count(void);
 /* The instruction set of the float GEMM kernels chosen for this CPU: "avx512", "avx2" or "c". */
 const char *tfs_runtime_gemm_kernel(void);
 

@@ -112,10 +112,21 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int tfs_runtime_cpu_count(void)
+{
+    cpu_set_t set;
+    long      c = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        c = CPU_COUNT(&set);
+    if (c < 1) /* more CPUs than a cpu_set_t holds, or no mask */
+        c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c < 1 ? 1 : c > INT_MAX ? INT_MAX : (int)c;
+}
+
 static int online_cpus(void)
 {
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c < 1 ? 1 : c > MAX_THREADS ? MAX_THREADS : (int)c;
+    int c = tfs_runtime_cpu_count();
+    return c > MAX_THREADS ? MAX_THREADS : c;
 }
 
 /* Once per process: the default size, and OpenBLAS single-threaded (tfs__dgemm is the only

@@ -235,9 +235,9 @@ static enum tfs_code apply_defaults(tfs_server_flags *f, tfs_status *st)
         if (flags[i].def && !parse_value(&flags[i], flags[i].def, f))
             return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory setting flag defaults");
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    f->rest_api_num_threads = 4 * (cpus > 0 ? cpus : 1);
-    f->grpc_max_threads = 4 * (cpus > 0 ? cpus : 1);
+    int cpus = tfs_runtime_cpu_count();
+    f->rest_api_num_threads = 4 * cpus;
+    f->grpc_max_threads = 4 * cpus;
     return TFS_OK;
 }
 

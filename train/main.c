@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train/config.h"
 #include "train/fit.h"
@@ -249,11 +250,14 @@ int main(int argc, char **argv)
     if (tfs_dist_check_same(config_hash(config, argc, argv), "the config (file and flags)", &st) !=
         TFS_OK)
         goto done;
-    /* The ranks on one machine share its CPUs unless told otherwise. */
+    /* The ranks on one machine share its CPUs unless told otherwise; a rank the launcher bound
+     * to some of them (mpirun binds to a core by default for up to 2 ranks) already sizes its
+     * pool to those (tfs_runtime_cpu_count). */
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (fl.threads > 0)
         tfs_runtime_set_num_threads((int)(fl.threads < 1024 ? fl.threads : 1024));
-    else if (ranks > 1 && local && atoi(local) > 1)
+    else if (ranks > 1 && local && atoi(local) > 1 &&
+             tfs_runtime_cpu_count() >= sysconf(_SC_NPROCESSORS_ONLN))
         tfs_runtime_set_num_threads(tfs_runtime_num_threads() / atoi(local) > 0
                                         ? tfs_runtime_num_threads() / atoi(local)
                                         : 1);

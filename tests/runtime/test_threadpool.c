@@ -7,6 +7,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +122,9 @@ START_TEST(test_pool_one_thread)
     ck_assert_int_eq(atomic_load(&c.other_thread), 0);
     ck_assert(cover_done(&c));
     tfs_runtime_set_num_threads(0);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t mask;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+    long cpus = CPU_COUNT(&mask);
     ck_assert_int_eq(tfs_runtime_num_threads(), cpus < 1 ? 1 : cpus > 256 ? 256 : cpus);
     tfs_runtime_set_num_threads(100000);
     ck_assert_int_eq(tfs_runtime_num_threads(), 256);
@@ -129,6 +132,26 @@ START_TEST(test_pool_one_thread)
     ck_assert_int_eq(tfs_runtime_num_threads(), cpus < 1 ? 1 : cpus > 256 ? 256 : cpus);
     /* OpenBLAS (float64 products) never gets threads of its own. */
     ck_assert_int_eq(openblas_get_num_threads(), 1);
+}
+END_TEST
+
+/* The default size counts the CPUs the thread may run on, as TensorFlow does: narrowed to one
+ * (taskset, a cpuset, mpirun's binding), it is one, whatever the machine has. */
+START_TEST(test_cpu_count_follows_affinity)
+{
+    cpu_set_t all, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    ck_assert_int_eq(tfs_runtime_cpu_count(), CPU_COUNT(&all));
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    int narrowed = tfs_runtime_cpu_count();
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+    ck_assert_int_eq(narrowed, 1);
 }
 END_TEST
 
@@ -358,6 +381,7 @@ Suite *suite_runtime_threadpool(void)
     tcase_add_test(tc, test_pool_covers_once);
     tcase_add_test(tc, test_pool_small_inline);
     tcase_add_test(tc, test_pool_one_thread);
+    tcase_add_test(tc, test_cpu_count_follows_affinity);
     tcase_add_test(tc, test_pool_uses_workers);
     tcase_add_test(tc, test_pool_nested);
     tcase_add_test(tc, test_pool_concurrent_callers);

@@ -1,6 +1,7 @@
 /* tensorflow_model_server's flag syntax (server/flags.c): defaults, `--name=value`, bare and
  * explicit bools, values that do not parse, unknown arguments (reported, not fatal), --help. */
 #include <check.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,14 @@ START_TEST(test_flags_defaults)
     tfs_server_flags f = parse_ok(1, argv);
     ck_assert_int_eq(f.port, 8500);
     ck_assert_int_eq(f.rest_api_port, 0);
-    ck_assert_int_eq(f.rest_api_num_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
+    cpu_set_t mask; /* "the CPUs": those the process may run on */
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+    ck_assert_int_eq(f.rest_api_num_threads, 4 * CPU_COUNT(&mask));
     ck_assert_int_eq(f.rest_api_timeout_in_ms, 30000);
     ck_assert_int_eq(f.rest_connection_timeout_seconds, 60);
     ck_assert_int_eq(f.rest_max_connections, 4096);
     ck_assert_int_eq(f.grpc_num_threads, 2);
-    ck_assert_int_eq(f.grpc_max_threads, 4 * sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert_int_eq(f.grpc_max_threads, 4 * CPU_COUNT(&mask));
     ck_assert_int_eq(f.tensorflow_intra_op_parallelism, 0);
     ck_assert_str_eq(f.grpc_channel_arguments, "");
     ck_assert_str_eq(f.model_name, "default");
