@@ -58,8 +58,9 @@ echo "-- 1 process x 2 threads, batch $batch"
 "$TRAIN" "$OUT/one.ini" "${args[@]}" --intra_op_threads=2 --metrics_json="$OUT/one.json" \
     >"$OUT/one.log" 2>&1 || { tail -n 20 "$OUT/one.log" >&2; die "1-process run failed"; }
 echo "-- 2 ranks x 1 thread, batch $((batch / 2)) per rank"
-# --bind-to none: each rank's one thread may run on either core, as the 1-process run's two do.
-mpirun --oversubscribe --bind-to none -np 2 "$TRAIN" "$OUT/two.ini" "${args[@]}" \
+# mpirun's default placement, as a user gets it: for 2 ranks, each bound to a core of its own
+# (--bind-to none let them and their data threads wander: 3-4 % slower, bench/README.md).
+mpirun --oversubscribe -np 2 "$TRAIN" "$OUT/two.ini" "${args[@]}" \
     --intra_op_threads=1 --metrics_json="$OUT/two.json" >"$OUT/two.log" 2>&1 ||
     { tail -n 20 "$OUT/two.log" >&2; die "2-rank run failed"; }
 
