@@ -739,13 +739,15 @@ bool tfs__mem_exclusive(const tfs_tensor *t)
            (t->dealloc == arena_release || t->dealloc == rec_release || t->dealloc == free_data);
 }
 
-/* A heap tensor: zeroed by tfs_tensor_new, or poisoned under the test hook. */
+/* A heap tensor: zeroed when the kernel asked (tfs__kernel_output_zeroed) or its type needs it,
+ * else left as the allocator gives it, as a planned region is (poisoned under the test hook):
+ * the kernel writes every element, and zeroing a large output (a data-parallel step's 13 MB
+ * gradient, fetched, so never planned) cost a pass over its memory per run. */
 static enum tfs_code heap_output(enum tfs_dtype dt, int rank, const int64_t *dims, bool zero,
                                  tfs_tensor **out, tfs_status *st)
 {
     size_t nbytes;
-    if (zero || !plannable(dt) || !(tfs__plan_test_flags() & TFS_PLAN_TEST_POISON) ||
-        !shape_bytes(dt, rank, dims, &nbytes) || nbytes == 0)
+    if (zero || !plannable(dt) || !shape_bytes(dt, rank, dims, &nbytes) || nbytes == 0)
         return tfs_tensor_new(dt, rank, dims, out, st);
     void *data = tfs_malloc(nbytes);
     if (!data)
