@@ -2,12 +2,14 @@
 # Dynamic batching with tfserve-perf (bench/perf/): CONCURRENCY REST clients (default 1,4,16,64),
 # each sending one row back to back, against three tfserve processes on the same model: one
 # without batching ("off"), and two with --enable_batching (BATCH_CONF, default max_batch_size
-# MAX_BATCH=64, batch_timeout_micros TIMEOUT_US=2000, num_batch_threads BATCH_THREADS=1), one with
+# MAX_BATCH=64, batch_timeout_micros TIMEOUT_US=2000, num_batch_threads below), one with
 # --batching_scheduler=fixed (TF Serving's behaviour: a batch that is not full waits its timeout)
 # and one with the default adaptive scheduler (a free batch thread takes what is queued at once).
 # Prints the table (req/s, p50 and p99 per concurrency for the three, the adaptive server's own
 # compute and queue times from its X-Tfserve-*-Micros headers), the pre-batched ceiling (the
-# unbatched server fed requests that each hold 64 copies of the row, over 2 connections, in rows/s),
+# unbatched server fed requests that each hold 64 copies of the row, over CEILING_CLIENTS=8
+# connections, in rows/s: with 2, both could land on one of its 2 REST threads, which then runs
+# them one at a time and halves the figure),
 # the adaptive/unbatched throughput ratio and the ceiling fraction at the top concurrency, and at
 # 1 client the batched p50s against the unbatched one.
 # Models: by default the Fashion-MNIST MLP and CNN of examples/fashion_mnist_mlp.ini and
@@ -16,39 +18,44 @@
 # the Fashion-MNIST test set (FMNIST_DIR). MODELS=mlp or MODELS=cnn runs one of them.
 # MODEL_DIR=/abs/base/path runs another model instead (MODEL_NAME, INPUT_JSON: one request body
 # with one instance, INPUT_NAME).
-# One batch thread by default: each batch already runs on every CPU through the intra-op pool, and
-# on 2 CPUs a second batch thread only makes two batches share them (CNN, 64 clients, same minutes:
-# 1 thread 4.76k req/s, p99 22.0 ms; 2 threads 4.15-4.43k req/s, p99 27-32 ms; bench/README.md).
+# Batch threads (BATCH_THREADS): by default 1 for the MLP and other models, 2 for the CNN, the
+# better of the two for each on 2 CPUs (64 clients, same minutes, bench/README.md: MLP 11.6k req/s
+# with 1, 9.8k with 2; CNN 1.9-2.0k with 1, 2.2-2.4k with 2, whose two batches each run on one
+# core rather than one batch on both through the intra-op pool).
 # A benchmark, not a test. Env: TFS_BUILD_DIR (build/), MODELS, TRAIN_STEPS, FMNIST_DIR, MODEL_DIR,
 # MODEL_NAME, INPUT_JSON, INPUT_NAME (x), CONCURRENCY, WARMUP, DURATION, TIMEOUT_US, MAX_BATCH,
 # BATCH_THREADS, BATCH_CONF (a BatchingParameters file instead of the default), CEILING=0 to skip
-# the pre-batched run. See bench/README.md.
+# the pre-batched run, CEILING_CLIENTS. See bench/README.md.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CONCURRENCY=${CONCURRENCY:-1,4,16,64}
 TIMEOUT_US=${TIMEOUT_US:-2000}
 MAX_BATCH=${MAX_BATCH:-64}
-BATCH_THREADS=${BATCH_THREADS:-1}
 TOP=${CONCURRENCY##*,}
 MODELS=${MODELS:-mlp,cnn}
 TRAIN_STEPS=${TRAIN_STEPS:-20}
 FMNIST_DIR=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 CEILING=${CEILING:-1}
+CEILING_CLIENTS=${CEILING_CLIENTS:-8}
 TFSERVE=${TFSERVE:-$BUILD/server/tfserve}
 TRAIN=${TRAIN:-$BUILD/train/tfserve-train}
 PERF=${PERF:-$BUILD/bench/tfserve-perf}
 [[ -x $TFSERVE ]] || die "no tfserve at $TFSERVE: cmake --build $BUILD --target tfserve"
 [[ -x $PERF ]] || die "no tfserve-perf at $PERF: cmake --build $BUILD --target tfserve-perf"
 
-if [[ -n ${BATCH_CONF:-} ]]; then # the bounds below use the file's timeout
-    t=$(tr '\n' ' ' <"$BATCH_CONF" | grep -o 'batch_timeout_micros *{ *value: *[0-9]*' | grep -o '[0-9]*$' || true)
-    TIMEOUT_US=${t:-0}
-else
-    BATCH_CONF=$BENCH_TMP/batching.txt
+# batch_conf NAME: the BatchingParameters file for model NAME (BATCH_CONF when given).
+batch_conf() {
+    if [[ -n ${BATCH_CONF:-} ]]; then
+        echo "$BATCH_CONF"
+        return
+    fi
+    local threads=${BATCH_THREADS:-1}
+    [[ -z ${BATCH_THREADS:-} && $1 == cnn && -z ${MODEL_DIR:-} ]] && threads=2
     printf 'max_batch_size { value: %s }\nbatch_timeout_micros { value: %s }\nnum_batch_threads { value: %s }\nmax_enqueued_batches { value: 1000 }\n' \
-        "$MAX_BATCH" "$TIMEOUT_US" "$BATCH_THREADS" >"$BATCH_CONF"
-fi
+        "$MAX_BATCH" "$TIMEOUT_US" "$threads" >"$BENCH_TMP/batching-$1.txt"
+    echo "$BENCH_TMP/batching-$1.txt"
+}
 
 # export_model NAME: trains examples/fashion_mnist_NAME.ini for TRAIN_STEPS steps into
 # $BENCH_TMP/NAME/export, and writes the first test image as a predict body ($BENCH_TMP/NAME/row.json,
@@ -72,7 +79,8 @@ PY
 
 # bench_model NAME BASE_PATH INPUT_JSON INPUT_NAME: the three servers, the sweeps and the table.
 bench_model() {
-    local name=$1 model=$2 input=$3 input_name=$4 out=$BENCH_TMP/$1 mode extra
+    local name=$1 model=$2 input=$3 input_name=$4 out=$BENCH_TMP/$1 mode extra conf
+    conf=$(batch_conf "$name")
     mkdir -p "$out"
     # The pre-batched request: the body's one instance, 64 times.
     if [[ $CEILING == 1 ]]; then
@@ -86,7 +94,7 @@ json.dump(d, open(sys.argv[2], "w"))' "$input" "$out/in64.json" ||
     for mode in "${modes[@]}"; do
         port[$mode]=$(free_port)
         extra=()
-        [[ $mode != off ]] && extra=(--enable_batching --batching_parameters_file="$BATCH_CONF"
+        [[ $mode != off ]] && extra=(--enable_batching --batching_parameters_file="$conf"
             --batching_scheduler="$mode")
         start "$name-$mode" "$out/tfserve-$mode.log" "$TFSERVE" --port=0 \
             --rest_api_port="${port[$mode]}" --rest_api_num_threads=2 --model_name="$name" \
@@ -95,7 +103,7 @@ json.dump(d, open(sys.argv[2], "w"))' "$input" "$out/in64.json" ||
             { cat "$out/tfserve-$mode.log" >&2; die "tfserve ($name, $mode) did not start"; }
     done
 
-    echo "=== batching: $name, one row per request, ${WARMUP}s warmup + ${DURATION}s per step, $(tr '\n' ' ' <"$BATCH_CONF" | tr -s ' '), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+    echo "=== batching: $name, one row per request, ${WARMUP}s warmup + ${DURATION}s per step, $(tr '\n' ' ' <"$conf" | tr -s ' '), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
     perf_run() { # NAME PORT BODY CONCURRENCY
         "$PERF" --protocol=rest --port="$2" --model="$name" --input-json="$3" \
             --input-name="$input_name" --concurrency="$4" --warmup="$WARMUP" \
@@ -105,7 +113,7 @@ json.dump(d, open(sys.argv[2], "w"))' "$input" "$out/in64.json" ||
     for mode in "${modes[@]}"; do
         perf_run "$mode" "${port[$mode]}" "$input" "$CONCURRENCY"
     done
-    [[ $CEILING == 1 ]] && perf_run ceiling "${port[off]}" "$out/in64.json" 2
+    [[ $CEILING == 1 ]] && perf_run ceiling "${port[off]}" "$out/in64.json" "$CEILING_CLIENTS"
     for mode in "${modes[@]}"; do # each model's servers stop before the next model's start
         kill "${PID[$name-$mode]}" 2>/dev/null || true
         wait "${PID[$name-$mode]}" 2>/dev/null || true
@@ -138,7 +146,7 @@ json.dump(d, open(sys.argv[2], "w"))' "$input" "$out/in64.json" ||
     echo "at $TOP clients: adaptive/unbatched = $(ratio "$r2" "$r0"), fixed/unbatched = $(ratio "$(rps fixed "$TOP")" "$r0")"
     if [[ $CEILING == 1 ]]; then
         ceil=$(fields ceiling | awk '{ printf "%.1f", $2 * 64 }')
-        echo "pre-batched ceiling (64 rows per request, 2 connections, unbatched server): $ceil rows/s = $(ratio "$ceil" "$r0")x unbatched at $TOP clients; adaptive at $TOP clients = $(ratio "$r2" "$ceil") of it"
+        echo "pre-batched ceiling (64 rows per request, $CEILING_CLIENTS connections, unbatched server): $ceil rows/s = $(ratio "$ceil" "$r0")x unbatched at $TOP clients; adaptive at $TOP clients = $(ratio "$r2" "$ceil") of it"
     fi
     if [[ ,$CONCURRENCY, == *,1,* ]]; then
         for mode in fixed adaptive; do
