@@ -69,6 +69,49 @@ START_TEST(test_merging_copies_each_row_once_and_outputs_are_views)
 }
 END_TEST
 
+/* Merging with padding rows and a split task: a 1-row task and the first 3 rows of a 5-row task
+ * make one batch of 4; the task's last 2 rows run alone, padded to the allowed size 4. Every task
+ * gets exactly its rows' results, and bytes_merged counts each batch input written: 8 rows, the
+ * padding rows included, each written once. */
+START_TEST(test_merging_with_padding_and_a_split_task)
+{
+    env e;
+    tfs_batch_queue_opts o = queue_opts(8, 300000);
+    const int64_t allowed[] = {4};
+    o.allowed_batch_sizes = allowed;
+    o.n_allowed_batch_sizes = 1;
+    o.enable_large_batch_splitting = true;
+    o.max_execution_batch_size = 4;
+    env_start(&e, 1, &o, MODEL_LINEAR);
+    tfs_tensor *one = ramp(1, LIN_IN, -3.25f), *five = ramp(5, LIN_IN, 0.125f);
+    result r[2];
+    submit_x(&e, one, 0, &r[0], TFS_OK);
+    submit_x(&e, five, 0, &r[1], TFS_OK);
+    ck_assert(waiter_wait(&e.w, 2, 10000));
+    ck_assert_int_eq(e.m.batches, 2);
+    ck_assert_int_eq(e.m.sizes[0], 4);
+    ck_assert_int_eq(e.m.sizes[1], 4);   /* 2 rows padded to 4 */
+    /* The last batch's padding rows repeat its first row: row 3 of the 5-row task. */
+    const float *last = e.m.last_input->data, *row3 = (const float *)five->data + 3 * LIN_IN;
+    for (int row = 0; row < 4; row++)
+        ck_assert_mem_eq(last + row * LIN_IN, row == 1 ? row3 + LIN_IN : row3,
+                         LIN_IN * sizeof(float));
+    assert_linear(&r[0], one);
+    assert_linear(&r[1], five);
+    tfs_batch_queue_stats s;
+    tfs_batch_queue_stats_get(e.q, false, &s);
+    ck_assert_int_eq(s.rows_run, 6);
+    ck_assert_int_eq(s.padding_rows, 2);
+    ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));
+    ck_assert_int_eq(s.bytes_reassembled, 5 * LIN_OUT * (int64_t)sizeof(float));
+    for (int i = 0; i < 2; i++)
+        result_clear(&r[i]);
+    tfs_tensor_unref(one);
+    tfs_tensor_unref(five);
+    env_stop(&e);
+}
+END_TEST
+
 Suite *suite_batching_formation(void);
 
 START_TEST(test_batched_results_equal_results_alone)
@@ -542,6 +585,7 @@ Suite *suite_batching_formation(void)
     tcase_add_test(tc, test_merging_copies_each_row_once_and_outputs_are_views);
     tcase_add_test(tc, test_batch_run_gets_the_latest_deadline);
     tcase_add_test(tc, test_allowed_batch_sizes_padding_never_leaks);
+    tcase_add_test(tc, test_merging_with_padding_and_a_split_task);
     tcase_add_test(tc, test_timeout_closes_a_partial_batch);
     tcase_add_test(tc, test_full_batch_runs_before_timeout);
     tcase_add_test(tc, test_unbatchable_tasks_go_to_separate_batches);

@@ -111,6 +111,37 @@ START_TEST(test_strings_are_deep_copied)
 }
 END_TEST
 
+/* The batch tensor is not zero-filled before the rows are written into it (each element is
+ * written once), so every element must come from a row, an inner pad or a padding row: with the
+ * allocator handing back memory full of NaN bytes, a piece of a split task (rows 1..2), a task
+ * padded to the batch's inner dims and padding rows still give the exact batch. */
+START_TEST(test_concat_writes_every_element_of_dirty_memory)
+{
+    int64_t da[] = {2, 1, 2}, db[] = {3, 2, 1};
+    const float va[] = {1, 2, 3, 4}, vb[] = {10, 20, 30, 40, 50, 60};
+    tfs_tensor *a = tfs_test_tensor_f32(3, da, va), *b = tfs_test_tensor_f32(3, db, vb), *y = NULL;
+    tfs_status st;
+    const float want[] = {1,  2,  1,  1,  3,  4,  1,  1,  30, 30, 40, 30,
+                          50, 30, 60, 30, 30, 30, 40, 30, 30, 30, 40, 30};
+    for (int round = 0; round < 3; round++) {
+        void *dirty = tfs_malloc(sizeof want);   /* the size the batch will ask for */
+        ck_assert_ptr_nonnull(dirty);
+        memset(dirty, 0xff, sizeof want);
+        tfs_free(dirty);
+        tfs__rows src[] = {{a, 0, 2}, {b, 1, 2}};
+        ck_assert_int_eq(tfs__rows_concat(src, 2, 6, true, &y, &st), TFS_OK);
+        /* a pads with its first element (1), b's piece with its own first element (30); the
+         * padding rows repeat the piece's first row. */
+        int64_t want_dims[] = {6, 2, 2};
+        tfs_test_assert_f32(y, 3, want_dims, want, 0);
+        ck_assert_uint_eq(y->nbytes, sizeof want);
+        tfs_tensor_unref(y);
+    }
+    tfs_tensor_unref(a);
+    tfs_tensor_unref(b);
+}
+END_TEST
+
 Suite *suite_batching_merge(void)
 {
     Suite *s = suite_create("batching-merge");
@@ -118,6 +149,7 @@ Suite *suite_batching_merge(void)
     tcase_add_test(tc, test_concat_single_whole_task_is_not_copied);
     tcase_add_test(tc, test_concat_rows_and_padding_rows);
     tcase_add_test(tc, test_concat_pads_inner_dims_with_first_element);
+    tcase_add_test(tc, test_concat_writes_every_element_of_dirty_memory);
     tcase_add_test(tc, test_slice_shares_the_batch_buffer);
     tcase_add_test(tc, test_strings_are_deep_copied);
     suite_add_tcase(s, tc);
