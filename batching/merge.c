@@ -112,38 +112,6 @@ static enum tfs_code copy_rows(tfs_tensor *dst, const tfs__rows *src, int64_t dr
 
 /* ---- concatenation -------------------------------------------------------------------------- */
 
-static void free_buffer(void *data, void *arg)
-{
-    (void)arg;
-    tfs_free(data);
-}
-
-/* The batch tensor, its elements not yet written: concatenation writes every one of them exactly
- * once (rows, inner padding, padding rows), so tfs_tensor_new's zero fill would write the whole
- * batch twice. DT_STRING keeps it: its elements start as empty records. The size limit is
- * tfs_tensor_new's. */
-static enum tfs_code batch_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims,
-                                      tfs_tensor **out, tfs_status *st)
-{
-    if (dtype == TFS_DTYPE_STRING)
-        return tfs_tensor_new(dtype, rank, dims, out, st);
-    *out = NULL;
-    size_t  esz = tfs_dtype_size(dtype);
-    int64_t n = tfs_shape_nelem(rank, dims);
-    if (n < 0 || esz == 0 || (uint64_t)n > tfs_runtime_max_tensor_bytes() / esz)
-        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "batch of %lld elements of %zu bytes is "
-                       "larger than the tensor size limit", (long long)n, esz);
-    void *data = n > 0 ? tfs_malloc((size_t)n * esz) : NULL;
-    if (n > 0 && !data)
-        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory allocating %zu bytes for a "
-                       "batch", (size_t)n * esz);
-    enum tfs_code rc = tfs_tensor_wrap(dtype, rank, dims, data, data ? free_buffer : NULL, NULL,
-                                       out, st);
-    if (rc != TFS_OK)
-        tfs_free(data);
-    return rc;
-}
-
 bool tfs__rows_concat_is_view(const tfs__rows *src, int n, int64_t padded_rows)
 {
     if (n != 1 || padded_rows != src[0].rows)
@@ -175,7 +143,9 @@ enum tfs_code tfs__rows_concat(const tfs__rows *src, int n, int64_t padded_rows,
             if (src[i].t->dims[d] > dims[d])
                 dims[d] = src[i].t->dims[d];
     tfs_tensor *dst = NULL;
-    enum tfs_code rc = batch_tensor_new(t0->dtype, t0->rank, dims, &dst, st);
+    /* Concatenation writes every element exactly once (rows, inner padding, padding rows), so a
+     * zero fill first would write the whole batch twice. */
+    enum tfs_code rc = tfs_tensor_new_uninit(t0->dtype, t0->rank, dims, &dst, st);
     if (rc != TFS_OK)
         return rc;
     int64_t row = 0, last = -1;

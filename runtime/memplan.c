@@ -725,18 +725,12 @@ static void fill(void *data, size_t n, bool zero)
         memset(data, 0xff, n);
 }
 
-static void free_data(void *data, void *arg)
-{
-    (void)arg;
-    tfs_free(data);
-}
-
 bool tfs__mem_exclusive(const tfs_tensor *t)
 {
     if (tfs_tensor_exclusive(t))
         return true;
     return atomic_load_explicit(&((tfs_tensor *)t)->refs, memory_order_acquire) == 1 &&
-           (t->dealloc == arena_release || t->dealloc == rec_release || t->dealloc == free_data);
+           (t->dealloc == arena_release || t->dealloc == rec_release);
 }
 
 /* A heap tensor: zeroed when the kernel asked (tfs__kernel_output_zeroed) or its type needs it,
@@ -746,16 +740,11 @@ bool tfs__mem_exclusive(const tfs_tensor *t)
 static enum tfs_code heap_output(enum tfs_dtype dt, int rank, const int64_t *dims, bool zero,
                                  tfs_tensor **out, tfs_status *st)
 {
-    size_t nbytes;
-    if (zero || !plannable(dt) || !shape_bytes(dt, rank, dims, &nbytes) || nbytes == 0)
+    if (zero || !plannable(dt))
         return tfs_tensor_new(dt, rank, dims, out, st);
-    void *data = tfs_malloc(nbytes);
-    if (!data)
-        return TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory allocating %zu bytes", nbytes);
-    fill(data, nbytes, false);
-    enum tfs_code rc = tfs_tensor_wrap(dt, rank, dims, data, free_data, NULL, out, st);
-    if (rc != TFS_OK)
-        tfs_free(data);
+    enum tfs_code rc = tfs_tensor_new_uninit(dt, rank, dims, out, st);
+    if (rc == TFS_OK && (*out)->nbytes > 0)
+        fill((*out)->data, (*out)->nbytes, false);
     return rc;
 }
 

@@ -296,8 +296,8 @@ static enum tfs_code tensor_header(enum tfs_dtype dtype, int rank, const int64_t
     return TFS_OK;
 }
 
-enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims, tfs_tensor **out,
-                             tfs_status *st)
+static enum tfs_code tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims, bool zero,
+                                tfs_tensor **out, tfs_status *st)
 {
     tfs_tensor *t = NULL;
     *out = NULL;
@@ -305,7 +305,9 @@ enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims
     if (rc != TFS_OK)
         return rc;
     if (t->nbytes > 0) {
-        t->data = tfs_calloc(1, t->nbytes);   /* zero bytes are also empty tfs_string records */
+        /* zero bytes are also empty tfs_string records */
+        zero |= dtype == TFS_DTYPE_STRING;
+        t->data = zero ? tfs_calloc(1, t->nbytes) : tfs_malloc(t->nbytes);
         if (!t->data) {
             char sh[128];
             TFS_ERR(st, TFS_RESOURCE_EXHAUSTED, "out of memory allocating %zu bytes for tensor %s",
@@ -319,6 +321,18 @@ enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims
     *out = t;
     tfs_status_clear(st);
     return TFS_OK;
+}
+
+enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims, tfs_tensor **out,
+                             tfs_status *st)
+{
+    return tensor_new(dtype, rank, dims, true, out, st);
+}
+
+enum tfs_code tfs_tensor_new_uninit(enum tfs_dtype dtype, int rank, const int64_t *dims,
+                                    tfs_tensor **out, tfs_status *st)
+{
+    return tensor_new(dtype, rank, dims, false, out, st);
 }
 
 enum tfs_code tfs_tensor_new_scalar(enum tfs_dtype dtype, tfs_tensor **out, tfs_status *st)

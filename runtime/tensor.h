@@ -102,6 +102,11 @@ enum tfs_dtype tfs_dtype_from_short_name(const char *name);
  * the size overflows or exceeds TFS_TENSOR_MAX_BYTES or memory runs out. Caller owns the result. */
 enum tfs_code tfs_tensor_new(enum tfs_dtype dtype, int rank, const int64_t *dims, tfs_tensor **out,
                              tfs_status *st);
+/* tfs_tensor_new without the zero fill, for a caller that writes every element before anyone
+ * reads them (a kernel's output, a batch's rows): the bytes are undefined until then. DT_STRING
+ * elements still start empty. Same errors. Caller owns the result. */
+enum tfs_code tfs_tensor_new_uninit(enum tfs_dtype dtype, int rank, const int64_t *dims,
+                                    tfs_tensor **out, tfs_status *st);
 /* A rank-0 tensor. */
 enum tfs_code tfs_tensor_new_scalar(enum tfs_dtype dtype, tfs_tensor **out, tfs_status *st);
 /* Wraps existing memory of exactly nelem*size bytes without copying; `dealloc(data, arg)` runs when

@@ -72,6 +72,36 @@ START_TEST(test_tensor_new_zeroed)
 }
 END_TEST
 
+/* The unfilled form: writable in place by its one owner, the same limits as tfs_tensor_new, and
+ * string elements still start empty (a string tensor's bytes are records, never left undefined). */
+START_TEST(test_tensor_new_uninit)
+{
+    int64_t     base = tfs_alloc_bytes_in_use();
+    int64_t     dims[] = {4, 2};
+    tfs_tensor *t = NULL;
+    tfs_status  st;
+    ck_assert_int_eq(tfs_tensor_new_uninit(TFS_DTYPE_FLOAT, 2, dims, &t, &st), TFS_OK);
+    ck_assert_int_eq(t->nelem, 8);
+    ck_assert_uint_eq(t->nbytes, 32);
+    ck_assert(tfs_tensor_exclusive(t));
+    tfs_tensor_unref(t);
+    ck_assert_int_eq(tfs_tensor_new_uninit(TFS_DTYPE_STRING, 1, dims, &t, &st), TFS_OK);
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(tfs_tensor_strings(t)[i].len, 0);
+    tfs_tensor_unref(t);
+    int64_t empty[] = {0, 3};
+    ck_assert_int_eq(tfs_tensor_new_uninit(TFS_DTYPE_FLOAT, 2, empty, &t, &st), TFS_OK);
+    ck_assert_uint_eq(t->nbytes, 0);
+    tfs_tensor_unref(t);
+    int64_t big[] = {INT64_C(1) << 35}, neg[] = {-1};
+    ck_assert_int_eq(tfs_tensor_new_uninit(TFS_DTYPE_FLOAT, 1, big, &t, &st),
+                     TFS_RESOURCE_EXHAUSTED);
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(tfs_tensor_new_uninit(TFS_DTYPE_FLOAT, 1, neg, &t, &st), TFS_INVALID_ARGUMENT);
+    ck_assert_int_eq(tfs_alloc_bytes_in_use(), base);
+}
+END_TEST
+
 START_TEST(test_tensor_rejects_bad_shapes)
 {
     tfs_tensor *t = (tfs_tensor *)1;
@@ -299,6 +329,7 @@ Suite *suite_runtime_tensor(void)
     tc = tcase_create("lifetime");
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_tensor_new_zeroed);
+    tcase_add_test(tc, test_tensor_new_uninit);
     tcase_add_test(tc, test_tensor_rejects_bad_shapes);
     tcase_add_test(tc, test_tensor_max_bytes_setting);
     tcase_add_test(tc, test_tensor_wrap_deallocates_on_last_unref);
