@@ -28,6 +28,7 @@
  * ("[],"), and full-length numbers less than their text.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,9 +505,92 @@ static bool is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
+/* Eight bytes as they lie in memory, the first in the low byte. */
+static inline uint64_t load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* Whether all eight bytes of v are '0'..'9': each byte's high nibble is 3, and adding 6 to its low
+ * nibble does not carry into it. */
+static inline bool eight_digits(uint64_t v)
+{
+    return ((v & 0xF0F0F0F0F0F0F0F0u) |
+            (((v + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) >> 4)) == 0x3333333333333333u;
+}
+
+/* The value of eight digits, the first in v's low byte: pairs, then quads, then the whole, each
+ * step one multiplication that adds ten (100, 10000) times the left part to the right one. */
+static inline uint64_t eight_digits_value(uint64_t v)
+{
+    v = ((v & 0x0F0F0F0F0F0F0F0Fu) * (10 * 256 + 1)) >> 8;
+    v = ((v & 0x00FF00FF00FF00FFu) * (100 * 65536 + 1)) >> 16;
+    return ((v & 0x0000FFFF0000FFFFu) * (10000 * 4294967296u + 1)) >> 32;
+}
+
+/* Scans the digits at p (up to end), folding each into *m as m * 10 + digit (wrapping past 19
+ * digits: the caller counts them and does not use m then). Returns the first byte past them. */
+static inline const char *digits(const char *p, const char *end, uint64_t *m)
+{
+    uint64_t acc = *m;
+    while (end - p >= 8) {
+        uint64_t v = load8(p);
+        if (!eight_digits(v))
+            break;
+        acc = acc * 100000000u + eight_digits_value(v);
+        p += 8;
+    }
+    while (p < end && is_digit((unsigned char)*p))
+        acc = acc * 10 + (uint64_t)(*p++ - '0');
+    *m = acc;
+    return p;
+}
+
 static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* m * 10^p, correctly rounded, for an exact significand m < 2^64, or false when this cannot tell.
+ * Clinger's fast path: m <= 2^53 and 10^|p| are exact doubles, so one operation rounds once.
+ * Past it, x86's 80-bit long double (a 64-bit significand) holds every m and 10^|p| up to 10^27
+ * exactly, so m * 10^p rounds once to 64 bits; rounding that to a double's 53 bits gives the
+ * correctly rounded double unless the 64-bit result lies exactly halfway between two doubles
+ * (its low 11 bits 10000000000), where the first rounding may have moved it there. That case
+ * (one in 2048) is left to strtod. This covers what clients send most (a float printed with
+ * 16-17 digits, e.g. 0.00392156862745098) without a big-number conversion. */
+static bool decimal_fast(uint64_t m, int64_t p, double *out)
+{
+    if (m == 0) {   /* "0.0", common in images: no division */
+        *out = 0;
+        return true;
+    }
+    if (m <= (1ULL << 53) && p >= -22 && p <= 22) {
+        *out = p < 0 ? (double)m / pow10_exact[-p] : (double)m * pow10_exact[p];
+        return true;
+    }
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+    static const long double pow10_ext[] = {
+        1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+        1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+        1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    if (p >= -27 && p <= 27) {
+        long double x = (long double)m;
+        x = p < 0 ? x / pow10_ext[-p] : x * pow10_ext[p];
+        uint64_t significand;
+        memcpy(&significand, &x, sizeof significand);   /* the low 8 bytes of the 80-bit value */
+        if ((significand & 0x7FF) == 0x400)
+            return false;
+        *out = (double)x;
+        return true;
+    }
+#endif
+    return false;
+}
 
 /* The value of the validated decimal token [s, e) through strtod (the C locale's '.'), on a
  * NUL-terminated copy: correctly rounded. */
@@ -527,10 +611,22 @@ static double strtod_token(const char *s, const char *e, bool *oom)
     return d;
 }
 
-/* A number at ps->p: rapidjson's ParseNumber grammar, flags and classification. The significand
- * is gathered while scanning (up to 19 digits), so the common decimal needs no second pass:
- * Clinger's fast path (a significand of at most 2^53 and an exact power of ten give the
- * correctly rounded value in one operation) decides it, strtod the rest. */
+/* The 20-digit integer [s, s + 20) as a uint64, or false when it is 2^64 or more. */
+static bool twenty_digits(const char *s, uint64_t *u)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 20; i++)
+        if (__builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, (uint64_t)(s[i] - '0'), &v))
+            return false;
+    *u = v;
+    return true;
+}
+
+/* A number at ps->p: rapidjson's ParseNumber grammar, flags and classification. The digits are
+ * folded into one significand while scanning (eight at a time where eight follow), so the common
+ * decimal needs no second pass: decimal_fast decides it when the significand has at most 19
+ * significant digits, strtod the rest. */
 static bool number(parser *ps, tfs__jv *v)
 {
     const char *start = ps->p;
@@ -557,41 +653,21 @@ static bool number(parser *ps, tfs__jv *v)
     if (!is_digit(c))
         return fail(ps, E_VALUE_INVALID, ps->p);
 
-    uint64_t m = 0;        /* the first 19 significant digits */
-    int      digits = 0;   /* significant digits seen (leading zeros are not) */
-    int      scale = 0;    /* m * 10^scale is the value before the exponent, while digits <= 19 */
-    size_t   n_frac = 0;
-    bool     is_double = false;
-    if (c == '0') {
-        ps->p++;
-    } else {
-        while (is_digit(c = peek(ps))) {
-            if (digits < 19)
-                m = m * 10 + (uint64_t)(c - '0');
-            else
-                scale++;
-            digits++;
-            ps->p++;
-        }
-    }
-    const char *int_end = ps->p;
+    const char *int_start = ps->p, *frac_start = NULL;
+    uint64_t    m = 0;   /* every digit, integer part then fraction (exact up to 19 digits) */
+    if (c == '0')
+        ps->p++;   /* a leading 0 is the whole integer part ("01" ends after the 0) */
+    else
+        ps->p = digits(ps->p, ps->end, &m);
+    size_t n_int = (size_t)(ps->p - int_start), n_frac = 0;
+    bool   is_double = false;
     if (peek(ps) == '.') {
         ps->p++;
         if (!is_digit(peek(ps)))
             return fail(ps, E_MISS_FRACTION, ps->p);
-        while (is_digit(c = peek(ps))) {
-            if (digits < 19 && (digits > 0 || c != '0')) {
-                m = m * 10 + (uint64_t)(c - '0');
-                digits++;
-                scale--;
-            } else if (digits == 0) {
-                scale--;   /* a leading zero of the fraction */
-            } else {
-                digits++;
-            }
-            ps->p++;
-            n_frac++;
-        }
+        frac_start = ps->p;
+        ps->p = digits(ps->p, ps->end, &m);
+        n_frac = (size_t)(ps->p - frac_start);
         is_double = true;
     }
     int exp = 0;
@@ -618,16 +694,10 @@ static bool number(parser *ps, tfs__jv *v)
         is_double = true;
     }
     v->type = TFS__J_NUMBER;
-    if (!is_double) {
+    if (!is_double && n_int <= 20) {
         /* An integer: int64 while it fits (down to -2^63), uint64 up to 2^64 - 1. */
         uint64_t u = m;
-        bool     ok = digits <= 19;
-        if (digits == 20) {
-            /* m holds 19 digits; the 20th is at int_end[-1] */
-            uint64_t last = (uint64_t)(int_end[-1] - '0');
-            ok = m <= (UINT64_MAX - last) / 10;
-            u = m * 10 + last;
-        }
+        bool     ok = n_int < 20 || twenty_digits(int_start, &u);
         if (ok && minus && u <= (uint64_t)INT64_MAX + 1) {
             v->num = TFS__JNUM_INT;
             v->i = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
@@ -639,17 +709,23 @@ static bool number(parser *ps, tfs__jv *v)
             return true;
         }
     }
+    /* Significant digits: all of them but the zeros before the first nonzero one (a "0" integer
+     * part and the fraction's leading zeros), counted only when there may be too many. */
+    size_t significant = n_int + n_frac;
+    if (significant > 19 && *int_start == '0') {
+        const char *z = frac_start;
+        significant--;
+        while (z && z < ps->p && *z == '0')
+            z++, significant--;
+    }
     double d;
-    int    p = scale + exp;
-    if (digits <= 19 && m <= (1ULL << 53) && p >= -22 && p <= 22) {
-        d = p < 0 ? (double)m / pow10_exact[-p] : (double)m * pow10_exact[p];
-        if (minus)
-            d = -d;
-    } else {
+    if (!(significant <= 19 && decimal_fast(m, (int64_t)exp - (int64_t)n_frac, &d))) {
         bool oom = false;
         d = strtod_token(start, ps->p, &oom);
         if (oom)
             return out_of_memory(ps);
+    } else if (minus) {
+        d = -d;
     }
     if (isinf(d))
         return fail(ps, E_TOO_BIG, start);

@@ -270,6 +270,31 @@ static enum tfs_code add_value(const tfs__jv *v, walk *w, tfs_status *st)
 }
 
 /* FillTensorProto: every scalar at the deepest level, every list the size the shape says. */
+/* The innermost list of a float or double tensor held as packed doubles (what a client that
+ * writes its floats with a fraction sends): add_value's checks and conversion, element by element
+ * without building a value for each. */
+static enum tfs_code add_doubles(const tfs__jv *v, walk *w, tfs_status *st)
+{
+    if (w->dtype == TFS_DTYPE_FLOAT) {
+        float *out = w->t ? (float *)w->t->data + w->pos : NULL;
+        for (uint32_t i = 0; i < v->n; i++) {
+            double d;
+            memcpy(&d, &v->nums[i], sizeof d);
+            if (isfinite(d) && !(d <= FLT_MAX && d >= -FLT_MAX)) {
+                tfs__jv x = tfs__jv_at(v, i);
+                return lossy_error(st, &x, "float");
+            }
+            if (out)
+                out[i] = (float)d;
+        }
+    } else if (w->t) {
+        memcpy((double *)w->t->data + w->pos, v->nums, v->n * sizeof(double));
+    }
+    w->pos += v->n;
+    w->count += v->n;
+    return TFS_OK;
+}
+
 static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status *st)
 {
     enum tfs_code code;
@@ -296,6 +321,9 @@ static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status
         return TFS_ERR(st, TFS_INVALID_ARGUMENT,
                        "Encountered list at unexpected size: %u at level: %d expected size: %lld",
                        (unsigned)v->n, level, (long long)w->dims[level]);
+    if (level + 1 == w->rank && v->num == TFS__JARR_DOUBLE &&
+        (w->dtype == TFS_DTYPE_FLOAT || w->dtype == TFS_DTYPE_DOUBLE))
+        return add_doubles(v, w, st);
     if (level + 1 == w->rank) {
         /* The innermost list: its scalars, without a call each. */
         for (uint32_t i = 0; i < v->n; i++) {

@@ -682,6 +682,75 @@ START_TEST(test_json_tensor_number_values)
 }
 END_TEST
 
+/* The numbers clients send most: 15 to 19 significant digits (a float or double printed in full),
+ * the point anywhere, "0.000..." prefixes, exponents that keep the power of ten within 10^+-30,
+ * read as strtod reads them; the digits scanned eight at a time end at any byte. 200,000 tokens, in
+ * bodies of 500. Then three tokens whose 80-bit quotient lands exactly halfway between two doubles
+ * although the value does not (rounding that quotient again would be an ulp off). */
+START_TEST(test_json_tensor_number_full_digits)
+{
+    tfs_tensor_info f64 = one_in("d", TFS_DTYPE_DOUBLE);
+    tfs_signature   sig = {.key = "k", .n_inputs = 1, .inputs = &f64};
+    enum { PER_BODY = 500, BODIES = 400 };
+    uint32_t x = 88675123u;
+    size_t   cap = 32 + PER_BODY * 48;
+    char    *body = malloc(cap);
+    double  *want = malloc(PER_BODY * sizeof *want);
+    char     tok[48];
+    ck_assert(body && want);
+    for (int b = 0; b < BODIES; b++) {
+        size_t o = (size_t)sprintf(body, "{\"inputs\": [");
+        for (int i = 0; i < PER_BODY; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            size_t t = 0;
+            if (x & 1)
+                tok[t++] = '-';
+            int ndig = 15 + (int)(x >> 1) % 5, zeros = (x >> 4) % 4 == 0 ? (int)(x >> 6) % 4 : -1;
+            int point = (int)(x >> 8) % (ndig + 1);
+            if (zeros >= 0) {   /* 0.[zeros]ddd... */
+                t += (size_t)sprintf(tok + t, "0.%.*s", zeros, "000");
+                point = -1;
+            }
+            for (int k = 0; k < ndig; k++) {
+                x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                if (k == point && k > 0)
+                    tok[t++] = '.';
+                tok[t++] = (char)('0' + (k == 0 ? 1 + x % 9 : x % 10));
+            }
+            if (point == 0 || point == ndig)   /* make it a decimal: an exponent */
+                t += (size_t)sprintf(tok + t, "e%d", (int)((x >> 9) % 23) - 11);
+            tok[t] = 0;
+            want[i] = strtod(tok, NULL);
+            o += (size_t)sprintf(body + o, i ? ",%s" : "%s", tok);
+        }
+        sprintf(body + o, "]}");
+        decoded d = decode(body, &sig);
+        ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
+        const double *got = d.in[0].tensor->data;
+        for (int i = 0; i < PER_BODY; i++)
+            ck_assert_msg(got[i] == want[i], "body %d number %d: got %.17g, want %.17g", b, i,
+                          got[i], want[i]);
+        decoded_free(&d);
+    }
+    free(body);
+    free(want);
+
+    decoded d = decode("{\"inputs\": [80748.72045841556246, 92878458.05294498056, "
+                       "0.07272225891798445724]}", &sig);
+    ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
+    const double *g = d.in[0].tensor->data;
+    ck_assert(g[0] == strtod("80748.72045841556246", NULL) && g[0] == 80748.720458415555);
+    ck_assert(g[1] == strtod("92878458.05294498056", NULL) && g[1] == 92878458.052944973);
+    ck_assert(g[2] == strtod("0.07272225891798445724", NULL) && g[2] == 0.072722258917984464);
+    decoded_free(&d);
+    /* eight digits and then a byte next to '0' or '9' in ASCII */
+    expect_error("{\"inputs\": [12345678/]}", &sig, TFS_INVALID_ARGUMENT,
+                 "JSON Parse error: Missing a comma or ']' after an array element. at offset: 20");
+    expect_error("{\"inputs\": [0.12345678:]}", &sig, TFS_INVALID_ARGUMENT,
+                 "JSON Parse error: Missing a comma or ']' after an array element. at offset: 22");
+}
+END_TEST
+
 /* Large tensors are checked before they are allocated (past ONE_PASS_ELEMS), small ones in the
  * same walk that fills them: the same answers either way. A value whose first elements claim a
  * 100^4-element shape is refused for its shape, without allocating it. */
@@ -1055,6 +1124,7 @@ Suite *suite_server_json_tensor(void)
     tcase_add_test(tc, test_json_tensor_parse_errors);
     tcase_add_test(tc, test_json_tensor_numbers);
     tcase_add_test(tc, test_json_tensor_number_values);
+    tcase_add_test(tc, test_json_tensor_number_full_digits);
     tcase_add_test(tc, test_json_tensor_parse_memory);
     tcase_add_test(tc, test_json_tensor_packed_arrays);
     tcase_add_test(tc, test_json_tensor_large_and_claimed);
