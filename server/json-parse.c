@@ -251,10 +251,9 @@ static inline bool push_value(parser *ps, const tfs__jv *v)
     return true;
 }
 
-static inline bool push_number(parser *ps, const tfs__jv *v)
+/* A number onto the innermost array, which is packed. */
+static inline bool push_packed(parser *ps, const tfs__jv *v)
 {
-    if (!ps->fn || !ps->fs[ps->fn - 1].packed)
-        return push_value(ps, v);
     if (ps->kn == ps->kcap && !grow((void **)&ps->kinds, &ps->kcap, 1, ps->kinds_inline))
         return out_of_memory(ps);
     if (!stack_reserve(ps, sizeof v->u))
@@ -263,6 +262,13 @@ static inline bool push_number(parser *ps, const tfs__jv *v)
     ps->top += sizeof v->u;
     ps->kinds[ps->kn++] = v->num;
     return true;
+}
+
+static inline bool push_number(parser *ps, const tfs__jv *v)
+{
+    if (!ps->fn || !ps->fs[ps->fn - 1].packed)
+        return push_value(ps, v);
+    return push_packed(ps, v);
 }
 
 static bool open_container(parser *ps, bool object)
@@ -798,9 +804,26 @@ value:
         }
         goto member;
     default:
+        if (ps->fn && ps->fs[ps->fn - 1].packed && (is_digit(peek(ps)) || peek(ps) == '-'))
+            goto packed_numbers;
         if (!scalar(ps))
             return false;
         goto after_value;
+    }
+packed_numbers:
+    /* What most predict bodies are made of, "[0.5, 0.25, ...]": numbers into a packed array
+     * in one loop, without the value dispatch for each. */
+    for (;;) {
+        tfs__jv v = {0};
+        if (!number(ps, &v) || !push_packed(ps, &v))
+            return false;
+        skip_ws(ps);
+        if (peek(ps) != ',')
+            goto after_value;
+        ps->p++;
+        skip_ws(ps);
+        if (!is_digit(peek(ps)) && peek(ps) != '-')
+            goto value;
     }
 member:
     if (peek(ps) != '"')
