@@ -39,15 +39,14 @@ int64_t tfs_batch_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void ring_push(tfs_batch_queue *q, tfs__ring *r, int64_t v)
+/* Counts v in a histogram of n bounds (counts[n + 1], batching.h's bucket rule). */
+static void hist_add(uint64_t *counts, int64_t *sum, const int64_t *bounds, int n, int64_t v)
 {
-    if (r->n == TFS_BATCH_STATS_SAMPLES) {
-        r->head = (r->head + 1) % TFS_BATCH_STATS_SAMPLES;
-        r->n--;
-        q->dropped++;
-    }
-    r->v[(r->head + r->n) % TFS_BATCH_STATS_SAMPLES] = v;
-    r->n++;
+    int i = 0;
+    while (i < n && v > bounds[i])
+        i++;
+    counts[i]++;
+    *sum += v;
 }
 
 /* ---- tasks ---------------------------------------------------------------------------------- */
@@ -361,7 +360,8 @@ static int take(tfs__batch *b, int64_t now, tfs__piece **run, tfs_batch_task **f
             continue;
         }
         p->state = TFS__PIECE_RUNNING;
-        ring_push(q, &q->delays, (now - t->enqueue_ns) / 1000);
+        hist_add(q->c.delay_counts, &q->c.delay_sum_us, tfs_batch_delay_bounds_us,
+                 TFS_BATCH_DELAY_BOUNDS, (now - t->enqueue_ns) / 1000);
         run[n++] = p;
     }
     return n;
@@ -460,7 +460,8 @@ static void process(tfs_batcher *bt, tfs__batch *b, tfs__piece **run, int n)
         q->c.rows_run += rows;
         q->c.padding_rows += padded - rows;
         q->c.bytes_merged += merged;
-        ring_push(q, &q->sizes, padded);
+        hist_add(q->c.size_counts, &q->c.size_sum, tfs_batch_size_bounds, TFS_BATCH_SIZE_BOUNDS,
+                 padded);
     }
     for (int j = 0; j < n; j++) {
         tfs__piece *p = run[j];

@@ -53,17 +53,16 @@ struct tfs_batch_task {
     tfs_batch_task   *fnext;       /* in a list of tasks to finish */
 };
 
-/* The cumulative counters of tfs_batch_queue_stats. */
+/* The cumulative counters and histograms of tfs_batch_queue_stats. */
 typedef struct tfs__counters {
     int64_t batches_run, batches_failed, tasks_completed, rows_run, padding_rows;
     int64_t rejected_full, rejected_invalid, deadline_exceeded, cancelled;
     int64_t bytes_merged, bytes_reassembled;
+    uint64_t size_counts[TFS_BATCH_SIZE_BOUNDS + 1];
+    int64_t  size_sum;
+    uint64_t delay_counts[TFS_BATCH_DELAY_BOUNDS + 1];
+    int64_t  delay_sum_us;
 } tfs__counters;
-
-typedef struct tfs__ring {
-    int64_t v[TFS_BATCH_STATS_SAMPLES];
-    int     head, n;
-} tfs__ring;
 
 struct tfs_batch_queue {
     tfs_batcher     *bt;
@@ -82,8 +81,6 @@ struct tfs_batch_queue {
                                         * compared, never dereferenced */
     int64_t          n_batches, running, queued_tasks, queued_rows;
     tfs__counters    c;
-    tfs__ring        sizes, delays;
-    int64_t          dropped;
 };
 
 struct tfs_batcher {

@@ -203,12 +203,18 @@ int64_t tfs_batch_now_ns(void);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 
-#define TFS_BATCH_STATS_SAMPLES 1024
+/* The histograms' bucket bounds: bucket i counts values <= bounds[i] (and above bounds[i - 1]);
+ * the last bucket, past the table, counts the values above every bound (+Inf). Batch sizes are
+ * padded rows: 1, 2, 4, ..., 1024, 4096. Queue delays are microseconds: 100 us, 250 us, 500 us,
+ * 1 ms, 2.5 ms, 5 ms, 10 ms, 25 ms, 50 ms, 100 ms, 250 ms, 1 s. */
+#define TFS_BATCH_SIZE_BOUNDS  12
+#define TFS_BATCH_DELAY_BOUNDS 12
+extern const int64_t tfs_batch_size_bounds[TFS_BATCH_SIZE_BOUNDS];
+extern const int64_t tfs_batch_delay_bounds_us[TFS_BATCH_DELAY_BOUNDS];
 
-/* Counters are cumulative since the queue was created. The sample arrays hold raw values recorded
- * since the previous snapshot that took samples (at most TFS_BATCH_STATS_SAMPLES of each kind; the
- * older ones beyond that are counted in samples_dropped), so a metrics exporter can feed each value
- * into its histograms exactly once. */
+/* The counters and the histograms are cumulative since the queue was created: the histograms
+ * count every batch run and every task piece taken to run, so any number of readers can each
+ * export them whole. */
 typedef struct tfs_batch_queue_stats {
     int64_t batches_run;         /* batches handed to the run callback */
     int64_t batches_failed;      /* of those, failed runs or bad outputs */
@@ -224,22 +230,21 @@ typedef struct tfs_batch_queue_stats {
      * its own tensors, and every other task's outputs are views of the batch's: neither counts. */
     int64_t bytes_merged;
     int64_t bytes_reassembled;
+    /* Histograms, per bucket (not cumulative across buckets), bounds above. The padded size of
+     * each batch run (batch_size_sum == rows_run + padding_rows, the counts add up to
+     * batches_run), and each task piece's wait from submit to the start of its batch. */
+    uint64_t batch_size_counts[TFS_BATCH_SIZE_BOUNDS + 1];
+    int64_t  batch_size_sum;
+    uint64_t queue_delay_counts[TFS_BATCH_DELAY_BOUNDS + 1];
+    int64_t  queue_delay_sum_us;
     /* now */
     int64_t queued_tasks;        /* tasks with a piece waiting in the queue */
     int64_t queued_rows;
     int64_t queued_batches;      /* waiting batches (compare with max_enqueued_batches) */
     int64_t running_batches;
-    /* samples since the last take */
-    int     n_batch_sizes;
-    int64_t batch_sizes[TFS_BATCH_STATS_SAMPLES];      /* padded size of each batch run */
-    int     n_queue_delays;
-    int64_t queue_delay_us[TFS_BATCH_STATS_SAMPLES];   /* submit -> batch start, per task piece */
-    int64_t samples_dropped;
 } tfs_batch_queue_stats;
 
-/* Fills *out with a consistent snapshot. With take_samples the sample arrays are filled and
- * emptied in the queue; without, n_batch_sizes and n_queue_delays are 0 and the samples stay.
- * Any thread. */
-void tfs_batch_queue_stats_get(tfs_batch_queue *q, bool take_samples, tfs_batch_queue_stats *out);
+/* Fills *out with a consistent snapshot. Any thread. */
+void tfs_batch_queue_stats_get(tfs_batch_queue *q, tfs_batch_queue_stats *out);
 
 #endif

@@ -9,14 +9,12 @@
 
 #include "batching/batching-impl.h"
 
-static int ring_take(tfs__ring *r, int64_t *out)
-{
-    int n = r->n;
-    for (int i = 0; i < n; i++)
-        out[i] = r->v[(r->head + i) % TFS_BATCH_STATS_SAMPLES];
-    r->head = r->n = 0;
-    return n;
-}
+/* The histograms' bounds (batching.h), which docs/metrics.md gives for tfserve_batch_size and
+ * tfserve_batch_queue_delay_seconds. Sized by their initializers, so a count in batching.h that
+ * disagrees does not compile. */
+const int64_t tfs_batch_size_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+const int64_t tfs_batch_delay_bounds_us[] = {100,   250,   500,    1000,   2500,   5000,
+                                             10000, 25000, 50000, 100000, 250000, 1000000};
 
 /* ---- batcher -------------------------------------------------------------------------------- */
 
@@ -235,10 +233,9 @@ void tfs_batch_queue_free(tfs_batch_queue *q)
     queue_destroy(q);
 }
 
-void tfs_batch_queue_stats_get(tfs_batch_queue *q, bool take_samples, tfs_batch_queue_stats *out)
+void tfs_batch_queue_stats_get(tfs_batch_queue *q, tfs_batch_queue_stats *out)
 {
     pthread_mutex_lock(&q->bt->mu);
-    /* Copy the counters field by field: the sample arrays are large and often not wanted. */
     out->batches_run = q->c.batches_run;
     out->batches_failed = q->c.batches_failed;
     out->tasks_completed = q->c.tasks_completed;
@@ -250,18 +247,13 @@ void tfs_batch_queue_stats_get(tfs_batch_queue *q, bool take_samples, tfs_batch_
     out->cancelled = q->c.cancelled;
     out->bytes_merged = q->c.bytes_merged;
     out->bytes_reassembled = q->c.bytes_reassembled;
+    memcpy(out->batch_size_counts, q->c.size_counts, sizeof out->batch_size_counts);
+    out->batch_size_sum = q->c.size_sum;
+    memcpy(out->queue_delay_counts, q->c.delay_counts, sizeof out->queue_delay_counts);
+    out->queue_delay_sum_us = q->c.delay_sum_us;
     out->queued_tasks = q->queued_tasks;
     out->queued_rows = q->queued_rows;
     out->queued_batches = q->n_batches;
     out->running_batches = q->running;
-    out->n_batch_sizes = out->n_queue_delays = 0;
-    if (take_samples) {
-        out->n_batch_sizes = ring_take(&q->sizes, out->batch_sizes);
-        out->n_queue_delays = ring_take(&q->delays, out->queue_delay_us);
-        out->samples_dropped = q->dropped;
-        q->dropped = 0;
-    } else {
-        out->samples_dropped = 0;
-    }
     pthread_mutex_unlock(&q->bt->mu);
 }

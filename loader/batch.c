@@ -421,7 +421,7 @@ enum tfs_code tfs_servable_run(const tfs_servable *s, const tfs_signature *sig,
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 
-void tfs_loader_batch_stats(tfs_loader *l, bool take_samples, tfs_batch_stats_fn fn, void *ctx)
+void tfs_loader_batch_stats(tfs_loader *l, tfs_batch_stats_fn fn, void *ctx)
 {
     tfs_servable **held = NULL;
     int            n = 0, cap = 0;
@@ -438,20 +438,19 @@ void tfs_loader_batch_stats(tfs_loader *l, bool take_samples, tfs_batch_stats_fn
             held[n++] = s;
     }
     pthread_mutex_unlock(&l->mu);
-    tfs_batch_queue_stats *qs = tfs_malloc(sizeof *qs);
     for (int i = 0; i < n; i++) {
         tfs__servable_batch *b = held[i]->batch;
-        for (int k = 0; qs && k < b->n; k++) {
+        for (int k = 0; k < b->n; k++) {
             pthread_mutex_lock(&b->mu);
             tfs_batch_queue *q = b->sq[k].q;
             pthread_mutex_unlock(&b->mu);
             if (!q)
                 continue;
-            tfs_batch_queue_stats_get(q, take_samples, qs);
-            fn(ctx, held[i]->name, held[i]->version, b->sq[k].sig->key, qs);
+            tfs_batch_queue_stats qs;
+            tfs_batch_queue_stats_get(q, &qs);
+            fn(ctx, held[i]->name, held[i]->version, b->sq[k].sig->key, &qs);
         }
         tfs__servable_unref(held[i]);
     }
-    tfs_free(qs);
     tfs_free(held);
 }

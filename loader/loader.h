@@ -309,11 +309,10 @@ bool tfs_servable_task_cancel(tfs_servable_task *t);
 void tfs_servable_task_release(tfs_servable_task *t);   /* NULL-safe; does not cancel */
 
 /* One batch queue's figures, for metrics: every queue of every version still held. Calls fn once
- * per queue under no loader lock (the version is kept alive for the call). take_samples: see
- * tfs_batch_queue_stats_get (only one consumer should take them). */
+ * per queue under no loader lock (the version is kept alive for the call). */
 typedef void (*tfs_batch_stats_fn)(void *ctx, const char *model, int64_t version,
                                    const char *signature, const tfs_batch_queue_stats *stats);
-void tfs_loader_batch_stats(tfs_loader *l, bool take_samples, tfs_batch_stats_fn fn, void *ctx);
+void tfs_loader_batch_stats(tfs_loader *l, tfs_batch_stats_fn fn, void *ctx);
 bool tfs_loader_batching(const tfs_loader *l);   /* batching enabled */
 
 #endif

@@ -203,6 +203,24 @@ tfs_tensor *ramp(int64_t rows, int64_t cols, float base)
     return t;
 }
 
+int64_t hist_sum(const uint64_t *counts, int first, int last)
+{
+    int64_t n = 0;
+    for (int i = first; i <= last; i++)
+        n += (int64_t)counts[i];
+    return n;
+}
+
+int delay_bucket(int64_t us)
+{
+    static const int64_t le[] = {100,   250,   500,   1000,   2500,   5000,
+                                 10000, 25000, 50000, 100000, 250000, 1000000};
+    int i = 0;
+    while (i < 12 && us > le[i])
+        i++;
+    return i;
+}
+
 void env_start(env *e, int threads, const tfs_batch_queue_opts *o, enum model_kind kind)
 {
     env_start_sched(e, threads, TFS_BATCH_SCHEDULER_FIXED, o, kind);

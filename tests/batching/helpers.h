@@ -100,4 +100,10 @@ void submit_x(env *e, tfs_tensor *x, int64_t deadline_ns, result *r, enum tfs_co
 /* Float tensor [rows, cols] with values base + i (row-major). */
 tfs_tensor *ramp(int64_t rows, int64_t cols, float base);
 
+/* The sum of a histogram's per-bucket counts[first..last], inclusive. */
+int64_t hist_sum(const uint64_t *counts, int first, int last);
+/* The queue delay bucket a value of us microseconds belongs in, from the bounds docs/metrics.md
+ * gives (100 us ... 1 s, then +Inf at 12), written out here as the reference. */
+int delay_bucket(int64_t us);
+
 #endif

@@ -4,6 +4,7 @@
  * zero-row tasks, and the submit-time errors with TF Serving's messages. */
 #include <check.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/batching/helpers.h"
 
@@ -24,7 +25,7 @@ START_TEST(test_merging_copies_each_row_once_and_outputs_are_views)
     }
     ck_assert(waiter_wait(&e.w, 8, 10000));
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.batches_run, 1);
     ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));
     ck_assert_int_eq(s.bytes_reassembled, 0);
@@ -36,7 +37,7 @@ START_TEST(test_merging_copies_each_row_once_and_outputs_are_views)
 
     submit_x(&e, whole, 0, &r[8], TFS_OK);   /* 8 rows: a full batch of its own */
     ck_assert(waiter_wait(&e.w, 9, 10000));
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.batches_run, 2);
     ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));   /* unchanged */
     ck_assert_int_eq(s.bytes_reassembled, 0);
@@ -58,7 +59,7 @@ START_TEST(test_merging_copies_each_row_once_and_outputs_are_views)
     tfs_tensor *big = ramp(10, LIN_IN, 2);
     submit_x(&e, big, 0, &r[0], TFS_OK);
     ck_assert(waiter_wait(&e.w, 1, 10000));
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.batches_run, 3);
     ck_assert_int_eq(s.bytes_merged, 0);   /* each piece runs on rows of the task's tensor */
     ck_assert_int_eq(s.bytes_reassembled, 10 * LIN_OUT * (int64_t)sizeof(float));
@@ -99,7 +100,7 @@ START_TEST(test_merging_with_padding_and_a_split_task)
     assert_linear(&r[0], one);
     assert_linear(&r[1], five);
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.rows_run, 6);
     ck_assert_int_eq(s.padding_rows, 2);
     ck_assert_int_eq(s.bytes_merged, 8 * LIN_IN * (int64_t)sizeof(float));
@@ -129,12 +130,13 @@ START_TEST(test_batched_results_equal_results_alone)
     ck_assert(waiter_wait(&e.w, 6, 10000));
     /* 13 rows fit one batch of 16: they ran together, then each row came back to its task. */
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, true, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.batches_run, 1);
     ck_assert_int_eq(s.rows_run, 13);
-    ck_assert_int_eq(s.n_batch_sizes, 1);
-    ck_assert_int_eq(s.batch_sizes[0], 13);
-    ck_assert_int_eq(s.n_queue_delays, 6);
+    ck_assert_int_eq(hist_sum(s.batch_size_counts, 0, TFS_BATCH_SIZE_BOUNDS), 1);
+    ck_assert_int_eq(s.batch_size_counts[4], 1);   /* 13 rows: the bucket le 16 */
+    ck_assert_int_eq(s.batch_size_sum, 13);
+    ck_assert_int_eq(hist_sum(s.queue_delay_counts, 0, TFS_BATCH_DELAY_BOUNDS), 6);
     ck_assert_int_eq(s.tasks_completed, 6);
     /* And each output is what the task gets when it runs alone through the same callback. */
     for (int i = 0; i < 6; i++) {
@@ -213,10 +215,11 @@ START_TEST(test_allowed_batch_sizes_padding_never_leaks)
         tfs_tensor_unref(x[i]);
     }
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.padding_rows, 1);
     ck_assert_int_eq(s.rows_run, 3);
-    ck_assert_int_eq(s.n_batch_sizes, 0);   /* samples not taken */
+    ck_assert_int_eq(s.batch_size_counts[2], 1);   /* the padded size 4: the bucket le 4 */
+    ck_assert_int_eq(s.batch_size_sum, 4);
     env_stop(&e);
 }
 END_TEST
@@ -235,12 +238,95 @@ START_TEST(test_timeout_closes_a_partial_batch)
     ck_assert_int_ge(waited_us, 100000);
     ck_assert_int_lt(waited_us, 100000 + 1500000);   /* generous: 2 shared cores */
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, true, &s);
-    ck_assert_int_eq(s.n_queue_delays, 1);
-    ck_assert_int_ge(s.queue_delay_us[0], 100000);
+    tfs_batch_queue_stats_get(e.q, &s);
+    /* One task piece: the sum is its delay, and it sits in the one bucket holding that value. */
+    ck_assert_int_eq(hist_sum(s.queue_delay_counts, 0, TFS_BATCH_DELAY_BOUNDS), 1);
+    ck_assert_int_ge(s.queue_delay_sum_us, 100000);
+    ck_assert_int_eq(s.queue_delay_counts[delay_bucket(s.queue_delay_sum_us)], 1);
     assert_linear(&r, x);
     result_clear(&r);
     tfs_tensor_unref(x);
+    env_stop(&e);
+}
+END_TEST
+
+/* The histograms count every batch, not a sample of them: 3002 one-task batches, one at a time
+ * (the adaptive scheduler runs a lone task at once), of sizes cycling through 1, 2, 3, 4, 5, 8,
+ * 9, 33, 64 and 100 rows, then one of 4096 and one of 5000. Each bucket's count is written out
+ * from those sizes (le 1: the 1s; le 2: the 2s; le 4: 3 and 4; le 8: 5 and 8; le 16: 9;
+ * le 64: 33 and 64; le 128: 100; le 4096; +Inf: 5000), and so are the sum and the count.
+ * Over a thousand batches between two reads, so a bounded sample of them would show. */
+START_TEST(test_histograms_count_every_batch)
+{
+    enum { CYCLE = 10, ROUNDS = 300 };
+    static const int64_t sizes[CYCLE] = {1, 2, 3, 4, 5, 8, 9, 33, 64, 100};
+    env e;
+    tfs_batch_queue_opts o = queue_opts(8192, 1000000);
+    env_start_sched(&e, 1, TFS_BATCH_SCHEDULER_ADAPTIVE, &o, MODEL_ECHO);
+    tfs_tensor *x[CYCLE + 2];
+    for (int k = 0; k < CYCLE; k++)
+        x[k] = ramp(sizes[k], LIN_IN, 0);
+    x[CYCLE] = ramp(4096, LIN_IN, 0);
+    x[CYCLE + 1] = ramp(5000, LIN_IN, 0);
+    int n = 0;
+    for (int i = 0; i < CYCLE * ROUNDS + 2; i++) {
+        result r;
+        submit_x(&e, x[i < CYCLE * ROUNDS ? i % CYCLE : CYCLE + i - CYCLE * ROUNDS], 0, &r,
+                 TFS_OK);
+        ck_assert(waiter_wait(&e.w, ++n, 10000));
+        ck_assert_int_eq(r.code, TFS_OK);
+        result_clear(&r);
+    }
+    tfs_batch_queue_stats s;
+    tfs_batch_queue_stats_get(e.q, &s);
+    ck_assert_int_eq(s.batches_run, 3002);
+    const uint64_t want[TFS_BATCH_SIZE_BOUNDS + 1] = {300, 300, 600, 600, 300, 0,
+                                                      600, 300, 0,   0,   0,   1, 1};
+    for (int i = 0; i <= TFS_BATCH_SIZE_BOUNDS; i++)
+        ck_assert_msg(s.batch_size_counts[i] == want[i], "bucket %d: %llu, want %llu", i,
+                      (unsigned long long)s.batch_size_counts[i],
+                      (unsigned long long)want[i]);
+    ck_assert_int_eq(hist_sum(s.batch_size_counts, 0, TFS_BATCH_SIZE_BOUNDS), s.batches_run);
+    ck_assert_int_eq(s.batch_size_sum, 300 * 229 + 4096 + 5000);
+    ck_assert_int_eq(s.batch_size_sum, s.rows_run + s.padding_rows);
+    /* One piece per task, each counted once. */
+    ck_assert_int_eq(hist_sum(s.queue_delay_counts, 0, TFS_BATCH_DELAY_BOUNDS), 3002);
+    ck_assert_int_eq(s.tasks_completed, 3002);
+    for (int k = 0; k < CYCLE + 2; k++)
+        tfs_tensor_unref(x[k]);
+    env_stop(&e);
+}
+END_TEST
+
+/* A task that waits behind a batch held in the run callback for 150 ms is counted in the bucket
+ * of its wait: above le 100 ms. */
+START_TEST(test_queue_delay_histogram_counts_the_wait)
+{
+    env e;
+    tfs_batch_queue_opts o = queue_opts(16, 10 * 1000000);
+    env_start_sched(&e, 1, TFS_BATCH_SCHEDULER_ADAPTIVE, &o, MODEL_LINEAR);
+    model_gate(&e.m, true);
+    tfs_tensor *x[2] = {ramp(1, LIN_IN, 1), ramp(1, LIN_IN, 2)};
+    result r[2];
+    submit_x(&e, x[0], 0, &r[0], TFS_OK);
+    model_wait_batches(&e.m, 1);   /* the thread holds x[0]'s batch */
+    submit_x(&e, x[1], 0, &r[1], TFS_OK);
+    usleep(150000);
+    model_gate(&e.m, false);
+    ck_assert(waiter_wait(&e.w, 2, 10000));
+    tfs_batch_queue_stats s;
+    tfs_batch_queue_stats_get(e.q, &s);
+    ck_assert_int_eq(s.batches_run, 2);
+    ck_assert_int_eq(hist_sum(s.queue_delay_counts, 0, TFS_BATCH_DELAY_BOUNDS), 2);
+    /* le 250 ms (index 10) and above: the held-back task (the other one, taken by an idle
+     * thread, would be too only if its wake-up took over 100 ms); its 150 ms are in the sum. */
+    ck_assert_int_ge(hist_sum(s.queue_delay_counts, 10, TFS_BATCH_DELAY_BOUNDS), 1);
+    ck_assert_int_ge(s.queue_delay_sum_us, 150000);
+    for (int i = 0; i < 2; i++) {
+        assert_linear(&r[i], x[i]);
+        result_clear(&r[i]);
+        tfs_tensor_unref(x[i]);
+    }
     env_stop(&e);
 }
 END_TEST
@@ -396,7 +482,7 @@ START_TEST(test_deadline_passed_is_never_run)
     ck_assert(!model_saw(&e.m, 555));
     assert_linear(&r[2], ok);
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.deadline_exceeded, 2);
     ck_assert_int_eq(s.rows_run, 1);
     result_clear(&r[2]);
@@ -448,7 +534,7 @@ START_TEST(test_failing_run_fails_every_task_and_the_queue_goes_on)
         tfs_tensor_unref(good[i]);
     }
     tfs_batch_queue_stats s;
-    tfs_batch_queue_stats_get(e.q, false, &s);
+    tfs_batch_queue_stats_get(e.q, &s);
     ck_assert_int_eq(s.batches_run, 3);
     ck_assert_int_eq(s.batches_failed, 2);
     env_stop(&e);
@@ -519,7 +605,7 @@ START_TEST(test_submit_errors_call_done_once_on_the_caller)
         ck_assert_msg(strstr(r.msg, cases[i].msg) && strstr(st.msg, cases[i].msg), "%s", r.msg);
     }
     tfs_batch_queue_stats qs;
-    tfs_batch_queue_stats_get(e.q, false, &qs);
+    tfs_batch_queue_stats_get(e.q, &qs);
     ck_assert_int_eq(qs.rejected_invalid, 5);
     ck_assert_int_eq(e.m.batches, 0);
     tfs_tensor_unref(s);
@@ -587,6 +673,8 @@ Suite *suite_batching_formation(void)
     tcase_add_test(tc, test_allowed_batch_sizes_padding_never_leaks);
     tcase_add_test(tc, test_merging_with_padding_and_a_split_task);
     tcase_add_test(tc, test_timeout_closes_a_partial_batch);
+    tcase_add_test(tc, test_histograms_count_every_batch);
+    tcase_add_test(tc, test_queue_delay_histogram_counts_the_wait);
     tcase_add_test(tc, test_full_batch_runs_before_timeout);
     tcase_add_test(tc, test_unbatchable_tasks_go_to_separate_batches);
     tcase_add_test(tc, test_pad_variable_length_inputs);

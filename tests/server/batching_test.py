@@ -5,11 +5,15 @@
   - the adaptive scheduler (the default): with a 1 s batch_timeout, one client's predicts are
     answered at once (queue time well under the timeout) with half_plus_two's values; after a
     burst of predicts the idle server uses no CPU (at most 0.05 s in 3 s: no thread spins or
-    polls once requests stop); an unknown --batching_scheduler fails the start;
+    polls once requests stop); after 1100 more one-row predicts and no scrape between, the
+    tfserve_batch_size and tfserve_batch_queue_delay_seconds histograms count every batch and
+    task (count = tfserve_batches_total, sum = rows + padding rows); an unknown
+    --batching_scheduler fails the start;
   - the checks below use --batching_scheduler=fixed (TF Serving's behaviour), whose timeout they
     count on to hold tasks in the queue:
   - concurrent one-row REST predicts get answers byte-identical to a server without batching, and
-    the metrics show batches of more than one row; the queue/compute headers are present;
+    the metrics show batches of more than one row, the batch size histogram's count and sum
+    equal to the batches and rows (+ padding) counters; the queue/compute headers are present;
   - a full queue answers 503 at once (max_enqueued_batches 1, a waiting batch, a task that needs a
     second one);
   - a gRPC deadline shorter than batch_timeout: DEADLINE_EXCEEDED, and the metrics show the task
@@ -131,6 +135,9 @@ def check_identical(build, demo, tmp):
                 "16 rows ran in fewer than 16 batches (%s batches, %s rows)" % (batches, rows_run))
         g.check(metric(srv.rest, "tfserve_batch_size_count") == batches,
                 "the batch size histogram counts every batch")
+        padding = metric(srv.rest, "tfserve_batch_padding_rows_total")
+        g.check(metric(srv.rest, "tfserve_batch_size_sum") == rows_run + padding,
+                "the batch size histogram's sum is the rows run plus the padding rows")
     finally:
         srv.stop()
 
@@ -260,6 +267,44 @@ def check_idle_cpu(srv):
             % (used, took))
 
 
+def check_histograms_count_everything(srv, done):
+    """Over a thousand one-row predicts between two scrapes, one at a time (so one batch each,
+    `done` of them before), then one scrape: the histograms count every batch and task, not a
+    sample, and agree with the counters."""
+    n = 1100
+    for i in range(n):
+        st, _, _ = http(srv.rest, "POST", "/v1/models/%s:predict" % MODEL, predict_body([i]))
+        if st != 200:
+            break
+    want = done + n
+    _, _, text = http(srv.rest, "GET", "/metrics")
+    got = {}   # name, or name{le="L"} for a bucket -> value
+    for line in text.decode().splitlines():
+        m = re.match(r"^(tfserve_batch\w+)(\{[^}]*\}) (\S+)$", line)
+        if not m or 'signature="serving_default"' not in m.group(2):
+            continue
+        le = re.search(r'le="[^"]*"', m.group(2))
+        key = m.group(1) + ("{%s}" % le.group(0) if le else "")
+        got[key] = got.get(key, 0) + float(m.group(3))
+    batches = got.get("tfserve_batches_total")
+    g.check(st == 200 and batches == want,
+            "%d one-row predicts ran as %d batches: %r" % (want, want, batches))
+    g.check(got.get("tfserve_batch_size_count") == batches and
+            got.get('tfserve_batch_size_bucket{le="1"}') == want,
+            "the batch size histogram counts all %d batches, each in le=1: count %r, le=1 %r"
+            % (want, got.get("tfserve_batch_size_count"),
+               got.get('tfserve_batch_size_bucket{le="1"}')))
+    g.check(got.get("tfserve_batch_size_sum") == want and
+            got.get("tfserve_batch_rows_total", 0) +
+            got.get("tfserve_batch_padding_rows_total", 0) == want,
+            "the batch size sum is the rows run plus padding: %r"
+            % got.get("tfserve_batch_size_sum"))
+    g.check(got.get("tfserve_batch_queue_delay_seconds_count") == want and
+            got.get('tfserve_batch_queue_delay_seconds_bucket{le="+Inf"}') == want,
+            "the queue delay histogram counts every task: %r"
+            % got.get("tfserve_batch_queue_delay_seconds_count"))
+
+
 def check_adaptive(build, demo, tmp):
     conf = batching_file(tmp, "adaptive.txt", "max_batch_size { value: 64 }\n"
                          "batch_timeout_micros { value: 1000000 }\nnum_batch_threads { value: 1 }\n")
@@ -279,6 +324,7 @@ def check_adaptive(build, demo, tmp):
         g.check(metric(srv.rest, "tfserve_batch_rows_total") == 3,
                 "adaptive: the requests went through the batch queue")
         check_idle_cpu(srv)
+        check_histograms_count_everything(srv, 3 + 200)
     finally:
         srv.stop()
     p = subprocess.run([os.path.join(build, "server", "tfserve"), "--port=0",
