@@ -926,15 +926,6 @@ const tfs__jv *tfs__jv_get(const tfs__jv *obj, const char *key)
     return NULL;
 }
 
-double tfs__jv_double(const tfs__jv *v)
-{
-    switch (v->num) {
-    case TFS__JNUM_INT:  return (double)v->i;
-    case TFS__JNUM_UINT: return (double)v->u;
-    default:             return v->d;
-    }
-}
-
 const char *tfs__jv_type_name(const tfs__jv *v)
 {
     switch (v->type) {

@@ -269,32 +269,49 @@ static enum tfs_code add_value(const tfs__jv *v, walk *w, tfs_status *st)
     return TFS_OK;
 }
 
-/* FillTensorProto: every scalar at the deepest level, every list the size the shape says. */
-/* The innermost list of a float or double tensor held as packed doubles (what a client that
- * writes its floats with a fraction sends): add_value's checks and conversion, element by element
- * without building a value for each. */
-static enum tfs_code add_doubles(const tfs__jv *v, walk *w, tfs_status *st)
+/* The innermost list of a float or double tensor when it holds numbers only (packed): add_value's
+ * checks and conversion, element by element, without the dispatch on type and dtype for each.
+ * Doubles alone (a client that writes every float with a fraction) need no conversion to a
+ * value; integers, or integers and fractions mixed (JavaScript writes 0, not 0.0), take one. */
+static enum tfs_code add_packed_floats(const tfs__jv *v, walk *w, tfs_status *st)
 {
-    if (w->dtype == TFS_DTYPE_FLOAT) {
-        float *out = w->t ? (float *)w->t->data + w->pos : NULL;
+    bool        f32 = w->dtype == TFS_DTYPE_FLOAT;
+    const char *type = f32 ? "float" : "double";
+    void       *out = w->t ? (char *)w->t->data + (size_t)w->pos * (f32 ? 4 : 8) : NULL;
+    if (v->num == TFS__JARR_DOUBLE && !f32) {
+        if (out)
+            memcpy(out, v->nums, v->n * sizeof(double));
+    } else if (v->num == TFS__JARR_DOUBLE) {
         for (uint32_t i = 0; i < v->n; i++) {
             double d;
             memcpy(&d, &v->nums[i], sizeof d);
             if (isfinite(d) && !(d <= FLT_MAX && d >= -FLT_MAX)) {
                 tfs__jv x = tfs__jv_at(v, i);
-                return lossy_error(st, &x, "float");
+                return lossy_error(st, &x, type);
             }
             if (out)
-                out[i] = (float)d;
+                ((float *)out)[i] = (float)d;
         }
-    } else if (w->t) {
-        memcpy((double *)w->t->data + w->pos, v->nums, v->n * sizeof(double));
+    } else {
+        for (uint32_t i = 0; i < v->n; i++) {
+            tfs__jv x = tfs__jv_at(v, i);
+            if (!lossless(&x, f32 ? FLT_MANT_DIG : DBL_MANT_DIG, f32 ? FLT_MAX : DBL_MAX))
+                return lossy_error(st, &x, type);
+            if (!out)
+                continue;
+            double d = tfs__jv_double(&x);
+            if (f32)
+                ((float *)out)[i] = (float)d;
+            else
+                ((double *)out)[i] = d;
+        }
     }
     w->pos += v->n;
     w->count += v->n;
     return TFS_OK;
 }
 
+/* FillTensorProto: every scalar at the deepest level, every list the size the shape says. */
 static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status *st)
 {
     enum tfs_code code;
@@ -321,9 +338,9 @@ static enum tfs_code walk_value(const tfs__jv *v, int level, walk *w, tfs_status
         return TFS_ERR(st, TFS_INVALID_ARGUMENT,
                        "Encountered list at unexpected size: %u at level: %d expected size: %lld",
                        (unsigned)v->n, level, (long long)w->dims[level]);
-    if (level + 1 == w->rank && v->num == TFS__JARR_DOUBLE &&
+    if (level + 1 == w->rank && v->num != TFS__JARR_VALUES &&
         (w->dtype == TFS_DTYPE_FLOAT || w->dtype == TFS_DTYPE_DOUBLE))
-        return add_doubles(v, w, st);
+        return add_packed_floats(v, w, st);
     if (level + 1 == w->rank) {
         /* The innermost list: its scalars, without a call each. */
         for (uint32_t i = 0; i < v->n; i++) {

@@ -257,6 +257,15 @@ static inline tfs__jv tfs__jv_at(const tfs__jv *a, size_t i)
                                       : (uint8_t)(a->num - TFS__JARR_INT + TFS__JNUM_INT);
     return v;
 }
+/* A number's value (GetDouble). Inline: the tensor decoders call it for every element. */
+static inline double tfs__jv_double(const tfs__jv *v)
+{
+    switch (v->num) {
+    case TFS__JNUM_INT:  return (double)v->i;
+    case TFS__JNUM_UINT: return (double)v->u;
+    default:             return v->d;
+    }
+}
 /* Object member i's key and value. */
 static inline const tfs__jv *tfs__jv_key(const tfs__jv *o, size_t i)
 {
@@ -268,7 +277,6 @@ static inline const tfs__jv *tfs__jv_val(const tfs__jv *o, size_t i)
 }
 /* The first member named key (as rapidjson's FindMember), NULL when absent or v is no object. */
 const tfs__jv *tfs__jv_get(const tfs__jv *obj, const char *key);
-double         tfs__jv_double(const tfs__jv *v);     /* a number's value (GetDouble) */
 const char    *tfs__jv_type_name(const tfs__jv *v);  /* "Null", "False", ... "Number" */
 
 /* ---- JSON <-> tensors (json-tensor.c, json-tensor-out.c) ------------------------------------ */

@@ -751,6 +751,50 @@ START_TEST(test_json_tensor_number_full_digits)
 }
 END_TEST
 
+/* Rows of numbers only, as clients write them: integers (pixels 0-255), integers and fractions
+ * mixed (JavaScript writes 0 for 0.0), fractions only, and the largest integers each float type
+ * holds exactly, into float and double tensors, row by row; a lossy element anywhere in a row is
+ * refused with its value. */
+START_TEST(test_json_tensor_number_rows)
+{
+    tfs_tensor_info f64 = one_in("d", TFS_DTYPE_DOUBLE);
+    tfs_signature   sig64 = {.key = "k", .n_inputs = 1, .inputs = &f64};
+    const char     *body = "{\"instances\": [[0, 12, 255, -7], [0, 0.5, 1, -2.25], "
+                           "[0.0, 1e-3, 3.5e2, -0.125], [16777215, -16777215, 2, 3]]}";
+    const double    want[16] = {0, 12, 255, -7, 0, 0.5, 1, -2.25,
+                                0, 1e-3, 3.5e2, -0.125, 16777215, -16777215, 2, 3};
+    for (int k = 0; k < 2; k++) {
+        decoded d = decode(body, k ? &sig64 : &sig_x);
+        ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
+        ck_assert(d.in[0].tensor->rank == 2 && d.in[0].tensor->dims[0] == 4 &&
+                  d.in[0].tensor->dims[1] == 4);
+        for (int i = 0; i < 16; i++) {
+            double got = k ? ((double *)d.in[0].tensor->data)[i]
+                           : ((float *)d.in[0].tensor->data)[i];
+            ck_assert_msg(got == (k ? want[i] : (double)(float)want[i]), "%d/%d: %.17g", k, i,
+                          got);
+        }
+        decoded_free(&d);
+    }
+    expect_error("{\"instances\": [[1, 2], [3, 16777216]]}", &sig_x, TFS_INVALID_ARGUMENT,
+                 "Failed to process element: 1 of 'instances' list. Error: INVALID_ARGUMENT: "
+                 "Cannot convert JSON value: 16777216 to float without loss of precision.");
+    expect_error("{\"instances\": [[1.5, 2], [3, 1e39]]}", &sig_x, TFS_INVALID_ARGUMENT,
+                 "Failed to process element: 1 of 'instances' list. Error: INVALID_ARGUMENT: "
+                 "Cannot convert JSON value: 1e+39 to float without loss of precision.");
+    expect_error("{\"instances\": [[0.5, 9007199254740993]]}", &sig64, TFS_INVALID_ARGUMENT,
+                 "Failed to process element: 0 of 'instances' list. Error: INVALID_ARGUMENT: "
+                 "Cannot convert JSON value: 9007199254740993 to double without loss of "
+                 "precision.");
+    decoded d = decode("{\"instances\": [[0.5, 9007199254740991, 18446744073709551615e0]]}",
+                       &sig64);
+    ck_assert_msg(d.code == TFS_OK, "%s", d.st.msg);
+    const double *g = d.in[0].tensor->data;
+    ck_assert(g[0] == 0.5 && g[1] == 9007199254740991.0 && g[2] == 18446744073709551615e0);
+    decoded_free(&d);
+}
+END_TEST
+
 /* Large tensors are checked before they are allocated (past ONE_PASS_ELEMS), small ones in the
  * same walk that fills them: the same answers either way. A value whose first elements claim a
  * 100^4-element shape is refused for its shape, without allocating it. */
@@ -1125,6 +1169,7 @@ Suite *suite_server_json_tensor(void)
     tcase_add_test(tc, test_json_tensor_numbers);
     tcase_add_test(tc, test_json_tensor_number_values);
     tcase_add_test(tc, test_json_tensor_number_full_digits);
+    tcase_add_test(tc, test_json_tensor_number_rows);
     tcase_add_test(tc, test_json_tensor_parse_memory);
     tcase_add_test(tc, test_json_tensor_packed_arrays);
     tcase_add_test(tc, test_json_tensor_large_and_claimed);
