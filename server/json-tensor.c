@@ -160,6 +160,12 @@ static enum tfs_code add_b64(const tfs__jv *v, walk *w, tfs_status *st)
     return code;
 }
 
+/* A double survives conversion to a float type whose largest finite value is max. */
+static bool double_fits(double d, double max)
+{
+    return !isfinite(d) || (d <= max && d >= -max);
+}
+
 /* IsLosslessDecimal: the value survives conversion to a float type whose significand has
  * `digits` bits and whose largest finite value is max. */
 static bool lossless(const tfs__jv *v, int digits, double max)
@@ -172,7 +178,7 @@ static bool lossless(const tfs__jv *v, int digits, double max)
     case TFS__JNUM_UINT:
         return v->u <= max_int;
     default:
-        return !isfinite(v->d) || (v->d <= max && v->d >= -max);
+        return double_fits(v->d, max);
     }
 }
 
@@ -285,7 +291,7 @@ static enum tfs_code add_packed_floats(const tfs__jv *v, walk *w, tfs_status *st
         for (uint32_t i = 0; i < v->n; i++) {
             double d;
             memcpy(&d, &v->nums[i], sizeof d);
-            if (isfinite(d) && !(d <= FLT_MAX && d >= -FLT_MAX)) {
+            if (!double_fits(d, FLT_MAX)) {
                 tfs__jv x = tfs__jv_at(v, i);
                 return lossy_error(st, &x, type);
             }
